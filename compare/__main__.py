@@ -1,0 +1,3 @@
+from compare.cli import main
+
+main()

@@ -1,0 +1,148 @@
+"""The `compare` command.
+
+    compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
+    compare --resume --out DIR        finish an interrupted run with the configuration in its manifest
+    compare report DIR                rebuild a run directory's summary
+
+Exit status: 0 done; 1 some task ended with status "error"; 2 bad configuration or
+input (nothing was run); 130 interrupted (results so far are kept).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from compare.config import ConfigError, RunConfig, load_run_config
+from compare.run import execute, plan_run, read_results
+from reports import markdown, rich_table, summarize
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
+console = Console(stderr=True)
+output = Console()
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@app.callback(invoke_without_command=True)
+def main_command(
+    ctx: typer.Context,
+    workflows: Annotated[str | None, typer.Option(help="Comma-separated workflows/systems, or 'all'.")] = None,
+    models: Annotated[str | None, typer.Option(help="Comma-separated model aliases from configs/models.yaml.")] = None,
+    benchmark: Annotated[str | None, typer.Option(help="bundled (more benchmarks: see README).")] = None,
+    tasks_path: Annotated[str | None, typer.Option(help="Benchmark files (not needed for bundled).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+    task_ids: Annotated[str | None, typer.Option(help="Comma-separated task ids to run.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Runs of each task (for pass@k).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None,
+    out: Annotated[str | None, typer.Option(help="Run directory (default runs/<time>-<benchmark>).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Base URL for openai-compatible:<id> models.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key for --base-url.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Budget: model calls per task.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Budget: tokens per task.")] = None,
+    wall_time: Annotated[float | None, typer.Option(help="Budget: seconds per task.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML file overriding configs/defaults.yaml.")] = None,
+    resume: Annotated[bool, typer.Option(help="Finish the run in --out with its recorded configuration.")] = False,
+) -> None:
+    """Run systems × models on a benchmark and write a run directory."""
+    if ctx.invoked_subcommand is not None:
+        return
+    budgets = {"max_steps": max_steps, "max_tokens": max_tokens, "wall_time_s": wall_time}
+    overrides: dict[str, Any] = {
+        "workflows": _split(workflows),
+        "models": _split(models),
+        "benchmark": benchmark,
+        "tasks_path": tasks_path,
+        "limit": limit,
+        "task_ids": _split(task_ids),
+        "epochs": epochs,
+        "concurrency": concurrency,
+        "out": out,
+        "base_url": base_url,
+        "api_key_env": api_key_env,
+        "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
+    }
+    try:
+        run_config = _resumed_config(out) if resume else load_run_config(config, overrides)
+        plan = plan_run(run_config)
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+    raise typer.Exit(_run(plan, resume))
+
+
+def _resumed_config(out: str | None) -> RunConfig:
+    if not out:
+        raise ConfigError("--resume needs --out DIR (the run directory to finish)")
+    manifest = Path(out) / "manifest.json"
+    if not manifest.exists():
+        raise ConfigError(f"{manifest} not found: nothing to resume")
+    return RunConfig.model_validate(json.loads(manifest.read_text())["config"] | {"out": out})
+
+
+def _run(plan: Any, resume: bool) -> int:
+    units = len(list(plan.units()))
+    console.print(
+        f"run: {len(plan.tasks)} tasks × {len(plan.systems)} systems × {len(plan.models)} models"
+        f" × {plan.config.epochs} epochs = {units} units → {plan.run_dir}",
+        highlight=False,
+    )
+    already = len(read_results(plan.run_dir)[0]) if resume else 0
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("running", total=units, completed=already)
+
+        def on_result(record: dict[str, Any]) -> None:
+            em = record["scores"].get("exact_match")
+            mark = "" if em is None else f" EM={em:.0f}"
+            progress.update(bar, advance=1, description=f"{record['system']}/{record['model']} {record['task_id']}"
+                            f" {record['status']}{mark}")
+
+        try:
+            execute(plan, on_result=on_result, resume=resume)
+        except ConfigError as problem:
+            raise fail(str(problem)) from None
+        except KeyboardInterrupt:
+            console.print(f"interrupted; results so far are in {plan.run_dir}. Finish with: "
+                          f"compare --resume --out {plan.run_dir}", highlight=False)
+            return 130
+    records = _write_summary(plan.run_dir)
+    errors = sum(r["status"] == "error" for r in records)
+    if errors:
+        console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
+    return 1 if errors else 0
+
+
+def _write_summary(run_dir: Path) -> list[dict[str, Any]]:
+    records, warnings = read_results(run_dir)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    rows = summarize(records)
+    (run_dir / "summary.md").write_text(markdown(rows, manifest), encoding="utf-8")
+    output.print(rich_table(rows))
+    console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
+    return records
+
+
+@app.command("report")
+def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Rebuild summary.md of a run directory from its results and print the table."""
+    if not (run_dir / "manifest.json").exists():
+        raise fail(f"{run_dir} is not a run directory (no manifest.json)")
+    _write_summary(run_dir)
+
+
+def main() -> None:
+    app(prog_name="compare")

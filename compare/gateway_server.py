@@ -1,0 +1,204 @@
+"""The model gateway as an OpenAI-compatible HTTP endpoint on loopback.
+
+External frameworks (LangGraph, AutoGen, LlamaIndex, ...) speak the OpenAI protocol, so
+each task run gets its own base URL, `http://127.0.0.1:PORT/s/<session>/v1`, bound to
+that run's `MeteredModel`. Every request goes through `MeteredModel.generate(via_http=True)`,
+so HTTP calls are budget-checked, timed, priced and traced exactly like in-process calls.
+
+`stream: true` is answered with a minimal server-sent-event stream: the whole completion
+in one delta chunk, then the finish chunk, then a usage chunk (no token-by-token streaming;
+the model call completes before the first byte is sent).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from compare.model import MeteredModel, ModelError, ModelResponse
+from compare.providers.openai_protocol import request_from_openai, response_to_openai, stream_chunks
+from compare.trace import BudgetExceeded, Phase
+
+log = logging.getLogger(__name__)
+
+PHASE_HEADER = "X-Compare-Phase"
+AGENT_HEADER = "X-Compare-Agent"
+# 402 rather than 429: OpenAI-based clients retry 429 on their own; an exhausted budget must stop them.
+BUDGET_STATUS = HTTPStatus.PAYMENT_REQUIRED
+
+
+class GatewayError(Exception):
+    """An error to send back as an OpenAI-shaped JSON error body."""
+
+    def __init__(self, status: HTTPStatus, message: str, kind: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": str(self), "type": self.kind, "code": self.code}}
+
+
+class GatewayServer:
+    """`with GatewayServer() as gw: sid = gw.register(model); url = gw.base_url(sid)`"""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._sessions: dict[str, MeteredModel] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="compare-gateway", daemon=True
+        )  # the poll interval bounds how long stop() waits
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def register(self, model: MeteredModel) -> str:
+        session_id = secrets.token_hex(8)
+        with self._lock:
+            self._sessions[session_id] = model
+        return session_id
+
+    def unregister(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def base_url(self, session_id: str) -> str:
+        return f"http://127.0.0.1:{self.port}/s/{session_id}/v1"
+
+    def session(self, session_id: str) -> MeteredModel:
+        with self._lock:
+            model = self._sessions.get(session_id)
+        if model is None:
+            raise GatewayError(HTTPStatus.NOT_FOUND, f"unknown session {session_id!r}", "not_found")
+        return model
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> GatewayServer:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ the two endpoints
+
+    def chat_completion(
+        self, session_id: str, body: Any, headers: dict[str, str]
+    ) -> tuple[MeteredModel, ModelResponse]:
+        model = self.session(session_id)
+        if not isinstance(body, dict):
+            raise GatewayError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object", "invalid_request_error")
+        try:
+            request = request_from_openai(body)
+            phase = Phase(headers.get(PHASE_HEADER.lower()) or Phase.DECISION)
+        except ValueError as error:  # pydantic's ValidationError included
+            raise GatewayError(HTTPStatus.BAD_REQUEST, str(error), "invalid_request_error") from None
+        try:
+            response = model.generate(
+                request.messages,
+                request.tools,
+                phase=phase,
+                tool_choice=request.tool_choice,
+                response_schema=request.response_schema,
+                temperature=request.temperature,
+                max_output_tokens=request.max_output_tokens,
+                agent=headers.get(AGENT_HEADER.lower()),
+                via_http=True,
+            )
+        except BudgetExceeded as error:
+            raise GatewayError(BUDGET_STATUS, str(error), "budget_exceeded", error.status) from None
+        except ModelError as error:
+            code = str(error.status_code) if error.status_code else None
+            raise GatewayError(HTTPStatus.BAD_GATEWAY, str(error), "model_error", code) from None
+        return model, response
+
+    def models(self, session_id: str) -> dict[str, Any]:
+        model = self.session(session_id)
+        entry = {"id": model.alias, "object": "model", "created": 0, "owned_by": "compare"}
+        return {"object": "list", "data": [entry]}
+
+
+def _route(path: str) -> tuple[str, str]:
+    """`/s/<session>/v1/<endpoint>` → (session, endpoint)."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if len(parts) >= 4 and parts[0] == "s" and parts[2] == "v1":
+        return parts[1], "/".join(parts[3:])
+    raise GatewayError(HTTPStatus.NOT_FOUND, f"no such endpoint {path!r}", "not_found")
+
+
+def _handler_for(gateway: GatewayServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: frameworks reuse their connections
+
+        def do_GET(self) -> None:
+            try:
+                session_id, endpoint = _route(self.path)
+                if endpoint != "models":
+                    raise GatewayError(HTTPStatus.NOT_FOUND, f"no such endpoint {self.path!r}", "not_found")
+                self._send_json(HTTPStatus.OK, gateway.models(session_id))
+            except GatewayError as error:
+                self._send_json(error.status, error.body())
+
+        def do_POST(self) -> None:
+            body = self._read_json()  # read first so an error reply leaves the connection usable
+            try:
+                session_id, endpoint = _route(self.path)
+                if endpoint != "chat/completions":
+                    raise GatewayError(HTTPStatus.NOT_FOUND, f"no such endpoint {self.path!r}", "not_found")
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                model, response = gateway.chat_completion(session_id, body, headers)
+            except GatewayError as error:
+                self._send_json(error.status, error.body())
+                return
+            name = response.provider_model or model.config.model_id
+            if isinstance(body, dict) and body.get("stream"):
+                self._send_stream(stream_chunks(response, name))
+            else:
+                self._send_json(HTTPStatus.OK, response_to_openai(response, name))
+
+        def _read_json(self) -> Any:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                return json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return None
+
+        def _send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status != HTTPStatus.OK:
+                self.send_header("x-should-retry", "false")  # the OpenAI SDK's hint: our provider already retried
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
+            events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+            data = "".join(events).encode()
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("gateway: " + format, *args)
+
+    return Handler

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Set up the suite in .venv: find Python 3.11, install the package, build llama.cpp for this CPU.
+# Safe to run again: it reinstalls only when pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+find_python() {
+  local candidate
+  for candidate in python3.11 "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/3.11"*/bin/python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+      command -v "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+  python=$(find_python) || { echo "setup: Python 3.11 not found (tried python3.11, pyenv 3.11.*, python3)" >&2; exit 2; }
+  echo "setup: creating .venv with $python"
+  "$python" -m venv .venv
+fi
+
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  pip=(.venv/bin/python -m pip --quiet --disable-pip-version-check)
+  "${pip[@]}" install --upgrade pip wheel setuptools
+  # The CPU build of torch (a file on these machines' disk for Python 3.11); without it pip
+  # would pull a multi-GB CUDA build through sentence-transformers.
+  "${pip[@]}" install "torch==2.13.0"
+  # llama.cpp's default native build crashes in decode on these CPUs (see ENVIRONMENT.md):
+  # build it for a portable AVX2 target instead. pip caches the wheel, so this runs once.
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
+    "${pip[@]}" install "llama-cpp-python>=0.3.8"
+  "${pip[@]}" install -e ".[dev]"
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+echo "setup: ready (.venv/bin/compare)"

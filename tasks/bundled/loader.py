@@ -1,0 +1,61 @@
+"""Load the bundled benchmark (tasks/bundled/tasks.jsonl) as `Task`s with absolute data paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from compare.task import DataSource, Task
+from tasks.errors import TaskLoadError
+
+BUNDLED_ROOT = Path(__file__).resolve().parent
+TASKS_FILE = "tasks.jsonl"
+
+
+def load_bundled(root: Path | None = None) -> list[Task]:
+    """Read the tasks of `root` (a folder holding tasks.jsonl, or the .jsonl file itself; default:
+    this package's folder). Relative data locations are resolved against the file's folder.
+    Raises TaskLoadError naming the file, line and field of the first bad record."""
+    path = Path(root) if root is not None else BUNDLED_ROOT
+    if path.is_dir():
+        path = path / TASKS_FILE
+    if not path.is_file():
+        raise TaskLoadError(path, None, None, "task file not found")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        task = parse_line(path, number, line)
+        if task.id in seen:
+            raise TaskLoadError(path, number, "id", f"duplicate task id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(resolve_data(task, path.parent))
+    return tasks
+
+
+def parse_line(path: Path, number: int, line: str) -> Task:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, number, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    if not isinstance(record, dict):
+        raise TaskLoadError(path, number, None, f"expected a JSON object, got {type(record).__name__}")
+    try:
+        return Task.model_validate(record)
+    except ValidationError as error:
+        raise TaskLoadError.from_validation(path, number, error) from error
+
+
+def resolve_data(task: Task, base: Path) -> Task:
+    """Make relative file locations absolute; URLs and absolute paths are kept as they are."""
+
+    def resolved(source: DataSource) -> DataSource:
+        location = source.location
+        if not location or "://" in location or Path(location).is_absolute():
+            return source
+        return source.model_copy(update={"location": str((base / location).resolve())})
+
+    return task.model_copy(update={"data": [resolved(source) for source in task.data]})

@@ -1,0 +1,69 @@
+"""The run directory: records survive failures, and an interrupted run resumes without redoing work."""
+
+import json
+
+import pytest
+
+from compare.config import ConfigError
+from compare.model import CallContext, Message, ModelRequest
+from compare.providers.scripted import tool_call_message
+from compare.run import execute, read_results
+from compare.system import System, register_system
+from compare.task import Answer
+from tasks import load_benchmark
+from tests.conftest import make_plan
+
+
+@register_system
+class ExplodingSystem(System):
+    """A test system that crashes on the second task."""
+
+    name = "test_exploding"
+    kind = "test"
+
+    def run(self, task, env, model):
+        if task.id.endswith("2"):
+            raise RuntimeError("boom")
+        model.generate([Message(role="user", content=task.question)])
+        return Answer(text="A")
+
+
+def answer_a(request: ModelRequest, context: CallContext) -> Message:
+    return tool_call_message("answer", {"answer": "A"})
+
+
+def records_of(run_dir):
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def test_a_crashing_system_loses_one_task_not_the_run(tmp_path, scripted_model):
+    tasks = [t for t in load_benchmark("bundled") if t.question_type == "single_choice"][:3]
+    tasks = [t.model_copy(update={"id": f"T{i}"}) for i, t in enumerate(tasks, start=1)]
+    plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["test_exploding"])
+    execute(plan)
+    statuses = {r["task_id"]: r["status"] for r in records_of(plan.run_dir)}
+    assert statuses == {"T1": "completed", "T2": "error", "T3": "completed"}
+    error = next(r for r in records_of(plan.run_dir) if r["task_id"] == "T2")["error"]
+    assert error == "RuntimeError: boom"
+    trace = json.loads((plan.run_dir / "traces/test_exploding/scripted/T2.json").read_text())
+    assert "Traceback" in trace["error"]  # the stack is kept in the trace, not the summary
+
+
+def test_resume_runs_only_missing_units_and_reports_a_partial_line(tmp_path, scripted_model):
+    tasks = load_benchmark("bundled")[:4]
+    plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["tool_use"])
+    execute(plan)
+    results = plan.run_dir / "results.jsonl"
+    lines = results.read_text().splitlines()
+    # simulate a crash: the last record was half written, the one before never written
+    results.write_text("\n".join(lines[:2]) + "\n" + lines[3][:40])
+    records, warnings = read_results(plan.run_dir)
+    assert len(records) == 2 and len(warnings) == 1 and "results.jsonl:3" in warnings[0]
+
+    with pytest.raises(ConfigError, match="--resume"):
+        execute(plan)  # refusing to mix two runs in one directory
+    manifest = execute(plan, resume=True)
+    assert manifest["status"] == "completed"
+    records, warnings = read_results(plan.run_dir)
+    assert sorted(r["task_id"] for r in records) == sorted(t.id for t in tasks)
+    assert warnings == []  # the fragment of the cut record is gone

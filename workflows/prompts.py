@@ -1,0 +1,59 @@
+"""Every prompt our workflows send, in one place. Bump a prompt's version when you edit it;
+the manifest records each workflow's prompt hash so a prompt change shows when comparing runs."""
+
+from __future__ import annotations
+
+import hashlib
+
+from compare.task import QuestionType, Task
+
+# The answer format is the same for every workflow (what differs is how they get there).
+ANSWER_FORMATS: dict[QuestionType, str] = {
+    QuestionType.SINGLE_CHOICE: (
+        "This is a single-choice question: exactly one option is correct. "
+        'Finish by calling the `answer` tool with {"answer": "<letter>"}.'
+    ),
+    QuestionType.MULTIPLE_CHOICE: (
+        "This is a multiple-choice question: one or more options are correct, and you must select all of them. "
+        'Finish by calling the `answer` tool with {"answer": ["<letter>", ...]}.'
+    ),
+    QuestionType.FACTOID: (
+        "Answer with the value only, following the answer guidelines exactly (format, rounding, units). "
+        'Finish by calling the `answer` tool with {"answer": "<value>"}.'
+    ),
+    QuestionType.REPORT: (
+        "Write a Markdown report with these sections: ## Executive Summary, ## Data Analysis Results, "
+        "## External Context & Insights, ## Key Connections, ## Conclusions. Cite the numbers you computed. "
+        'Finish by calling the `answer` tool with {"answer": "<the whole report>"}.'
+    ),
+    QuestionType.FUNCTION_CALL: "Answer by calling the one tool that performs the request, with its arguments.",
+}
+
+TOOL_USE_VERSION = "1"
+TOOL_USE_SYSTEM = """You are a data analyst agent. You answer questions about the data sources listed below by \
+calling tools: inspect schemas, run read-only SQL, search the company documents for definitions, thresholds and \
+rules that the tables do not contain, and run Python for calculations. Work step by step: one tool call at a time, \
+read each result, then decide the next step. Do not guess numbers that a tool can compute. When you know the answer, \
+call the `answer` tool."""
+
+
+def task_prompt(task: Task) -> str:
+    """The user message: question, options, guidelines, data sources and the answer format."""
+    parts = [f"Question: {task.question}"]
+    if task.options:
+        parts.append("Options:\n" + "\n".join(f"{letter}. {text}" for letter, text in sorted(task.options.items())))
+    if task.guidelines:
+        parts.append(f"Answer guidelines: {task.guidelines}")
+    if task.data:
+        sources = [f"- {s.name} ({s.kind.value})" + (f": {s.description}" if s.description else "") for s in task.data]
+        parts.append("Data sources:\n" + "\n".join(sources))
+    parts.append(ANSWER_FORMATS[task.question_type])
+    return "\n\n".join(parts)
+
+
+def prompt_hash(*texts: str) -> str:
+    digest = hashlib.sha256()
+    for text in (*texts, *ANSWER_FORMATS.values()):
+        digest.update(text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
