@@ -74,7 +74,20 @@ class ToolCallStep(BaseModel):
     truncated: bool = False
 
 
-Step = Annotated[ModelCallStep | ToolCallStep, Field(discriminator="kind")]
+class MessageStep(BaseModel):
+    """A message between agents of a multi-agent system (no time of its own: duration 0)."""
+
+    kind: Literal["message"] = "message"
+    index: int
+    phase: Phase
+    agent: str  # the sender
+    recipient: str
+    started_at: str
+    duration_s: float = 0.0
+    content: str  # the message, summarized to its first characters
+
+
+Step = Annotated[ModelCallStep | ToolCallStep | MessageStep, Field(discriminator="kind")]
 
 
 class PhaseTotals(BaseModel):
@@ -121,6 +134,8 @@ class Trace(BaseModel):
         for step in self.steps:
             bucket = totals[step.phase.value]
             bucket.latency_s += step.duration_s
+            if isinstance(step, MessageStep):
+                continue
             if isinstance(step, ModelCallStep):
                 bucket.model_calls += 1
                 bucket.input_tokens += step.usage.input_tokens
@@ -179,10 +194,15 @@ class TraceRecorder:
     def next_index(self) -> int:
         return len(self.trace.steps)
 
-    def add(self, step: ModelCallStep | ToolCallStep) -> None:
+    def add(self, step: ModelCallStep | ToolCallStep | MessageStep) -> None:
         with self._lock:
             step.index = len(self.trace.steps)
             self.trace.steps.append(step)
+
+    def message(self, sender: str, recipient: str, content: str, phase: Phase = Phase.DECISION) -> None:
+        """Record a message passed between agents."""
+        self.add(MessageStep(index=0, phase=phase, agent=sender, recipient=recipient, started_at=utc_now(),
+                             content=content[:500]))
 
     def check_budget(self) -> None:
         """Raise BudgetExceeded when the next model call would exceed a limit."""

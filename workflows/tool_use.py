@@ -20,9 +20,14 @@ from compare.system import System, register_system
 from compare.task import Answer, Task, ToolCall, answer_from_text, answer_from_tool
 from compare.tools.base import ToolEnvironment
 from compare.trace import BudgetExceeded, Phase
-from workflows.prompts import TOOL_USE_SYSTEM, TOOL_USE_VERSION, prompt_hash, task_prompt
+from workflows.common import ANSWER_TOOL, prompt_hash, task_prompt
 
-ANSWER_TOOL = "answer"
+TOOL_USE_VERSION = "1"
+TOOL_USE_SYSTEM = """You are a data analyst agent. You answer questions about the data sources listed below by \
+calling tools: inspect schemas, run read-only SQL, search the company documents for definitions, thresholds and \
+rules that the tables do not contain, and run Python for calculations. Work step by step: one tool call at a time, \
+read each result, then decide the next step. Do not guess numbers that a tool can compute. When you know the answer, \
+call the `answer` tool."""
 
 
 @register_system

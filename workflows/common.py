@@ -1,11 +1,16 @@
-"""Every prompt our workflows send, in one place. Bump a prompt's version when you edit it;
-the manifest records each workflow's prompt hash so a prompt change shows when comparing runs."""
+"""What every workflow shares: the answer format of each question type and the task prompt.
+
+Each workflow keeps its own prompts at the top of its module, with a version to bump on
+every edit; `prompt_hash` of those texts (plus the shared answer formats) goes into the
+manifest, so a prompt change is visible when comparing runs."""
 
 from __future__ import annotations
 
 import hashlib
 
 from compare.task import QuestionType, Task
+
+ANSWER_TOOL = "answer"
 
 # The answer format is the same for every workflow (what differs is how they get there).
 ANSWER_FORMATS: dict[QuestionType, str] = {
@@ -28,14 +33,6 @@ ANSWER_FORMATS: dict[QuestionType, str] = {
     ),
     QuestionType.FUNCTION_CALL: "Answer by calling the one tool that performs the request, with its arguments.",
 }
-
-TOOL_USE_VERSION = "1"
-TOOL_USE_SYSTEM = """You are a data analyst agent. You answer questions about the data sources listed below by \
-calling tools: inspect schemas, run read-only SQL, search the company documents for definitions, thresholds and \
-rules that the tables do not contain, and run Python for calculations. Work step by step: one tool call at a time, \
-read each result, then decide the next step. Do not guess numbers that a tool can compute. When you know the answer, \
-call the `answer` tool."""
-
 
 def task_prompt(task: Task) -> str:
     """The user message: question, options, guidelines, data sources and the answer format."""
