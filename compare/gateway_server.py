@@ -49,10 +49,10 @@ class GatewayError(Exception):
 class GatewayServer:
     """`with GatewayServer() as gw: sid = gw.register(model); url = gw.base_url(sid)`"""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._sessions: dict[str, MeteredModel] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))  # loopback only
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="compare-gateway", daemon=True
         )  # the poll interval bounds how long stop() waits

@@ -32,7 +32,7 @@ class Usage(BaseModel):
     output_tokens: int = 0
     reasoning_tokens: int = 0  # part of output_tokens, reported separately by some providers
     cost_usd: float = 0.0
-    cost_source: Literal["provider", "price_table", "free"] = "free"
+    cost_source: Literal["provider", "price_table", "free", "mixed"] = "free"  # mixed: a sum over sources
 
     @property
     def total_tokens(self) -> int:
@@ -126,6 +126,8 @@ class Trace(BaseModel):
             total.output_tokens += step.usage.output_tokens
             total.reasoning_tokens += step.usage.reasoning_tokens
             total.cost_usd += step.usage.cost_usd
+        sources = {step.usage.cost_source for step in self.model_calls}
+        total.cost_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "free")
         return total
 
     def by_phase(self) -> dict[str, PhaseTotals]:

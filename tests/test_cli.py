@@ -42,3 +42,32 @@ def test_unknown_config_key_is_refused(tmp_path):
     config.write_text("workflow: tool_use\n")  # typo of `workflows`
     result = runner.invoke(app, ["--config", str(config)])
     assert result.exit_code == 2 and "workflow" in result.output
+
+
+def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, monkeypatch):
+    """The whole CLI path with a fake OpenAI-compatible server: run directory complete, key nowhere in it."""
+    import json
+
+    from tests.fake_openai_server import FakeOpenAIServer, tool_call_response, usage
+
+    secret = "sk-test-0123456789-do-not-leak"
+    monkeypatch.setenv("FAKE_PROXY_KEY", secret)
+    out = tmp_path / "run"
+    answer = tool_call_response([("c1", "answer", '{"answer": "A"}')], usage_body=usage(100, 10, cost=0.002))
+    with FakeOpenAIServer(default=answer) as fake:
+        result = runner.invoke(app, [
+            "--models", "openai-compatible:fake-model", "--base-url", fake.base_url, "--api-key-env", "FAKE_PROXY_KEY",
+            "--limit", "3", "--out", str(out),
+        ])
+        assert all(r.headers["authorization"] == f"Bearer {secret}" for r in fake.requests)
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {"manifest.json", "results.jsonl", "traces", "summary.md"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["limit"] == 3 and manifest["models"][0]["api_key_env"] == "FAKE_PROXY_KEY"
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    for record in records:  # cost as the provider reported it, per call
+        assert record["usage"]["cost_source"] == "provider"
+        assert abs(record["usage"]["cost_usd"] - 0.002 * record["model_calls"]) < 1e-12
+    everything = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    assert secret not in everything and secret not in result.output

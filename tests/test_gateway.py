@@ -14,8 +14,8 @@ import pytest
 from compare.gateway_server import GatewayServer
 from compare.model import (
     CallContext,
-    MeteredModel,
     Message,
+    MeteredModel,
     ModelConfig,
     ModelError,
     ModelProvider,
@@ -362,14 +362,18 @@ def test_gateway_passes_provider_usage_and_cost(fake: FakeOpenAIServer, openrout
 def test_gateway_lists_the_model_and_rejects_unknown_sessions() -> None:
     model = metered(ScriptedProvider(scripted_sql), scripted_config())
     with GatewayServer() as gateway:
-        url = gateway.base_url(gateway.register(model))
+        session = gateway.register(model)
+        url = gateway.base_url(session)
         listed = httpx.get(f"{url}/models", timeout=10)
         unknown = post(url.replace("/s/", "/s/nope"), openai_body(QUESTION, []))
         bad_phase = post(url, openai_body(QUESTION, []), **{"X-Compare-Phase": "thinking"})
+        gateway.unregister(session)
+        after_unregister = httpx.get(f"{url}/models", timeout=10)
 
     assert [m["id"] for m in listed.json()["data"]] == ["scripted-model"]
     assert unknown.status_code == 404 and "unknown session" in unknown.json()["error"]["message"]
     assert bad_phase.status_code == 400 and model.recorder.trace.model_calls == []
+    assert after_unregister.status_code == 404
 
 
 def test_gateway_budget_exhaustion_stops_the_framework() -> None:

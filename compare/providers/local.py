@@ -139,7 +139,10 @@ def _complete(
         out = llama.create_completion(prompt, temperature=temperature, stop=STOP_SEQUENCES, **limits)
     else:
         close_after = max_tokens - max(MIN_CLOSING_TOKENS, max_tokens // 4)
-        grammar = _grammar(json.dumps(schema))
+        try:
+            grammar = _grammar(json.dumps(schema))
+        except Exception as error:  # the converter raises assorted errors on schema features it lacks
+            raise ModelError(f"cannot turn the output schema into a llama.cpp grammar: {error}") from error
         with llama.constrained(grammar, temperature=temperature, seed=seed, close_after=close_after):
             out = llama.create_completion(prompt, temperature=0.0, **limits)  # ConstrainedLlama.sample samples
     if timed_out.is_set():
@@ -178,6 +181,9 @@ class ConstrainedLlama(llama_cpp.Llama):
     ) -> Iterator[None]:
         rules, root = grammar._grammar.encode(), grammar._root.encode()
         self._grammar_sampler = llama_cpp.llama_sampler_init_grammar(self._model.vocab, rules, root)
+        if not self._grammar_sampler:  # NULL: llama.cpp could not parse the grammar
+            self._grammar_sampler = None
+            raise ModelError("llama.cpp rejected the JSON-schema grammar of this request")
         self._temperature, self._rng = temperature, np.random.default_rng(seed)
         self._sampled, self._close_after = 0, close_after
         try:
@@ -278,12 +284,18 @@ def bounded(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(key), dict):
             out[key] = bounded(out[key])
     types = out.get("type") if isinstance(out.get("type"), list) else [out.get("type")]
-    free = not {"enum", "const", "pattern", "format"} & out.keys()
-    if "string" in types and free and "maxLength" not in out:
-        out["maxLength"] = MAX_STRING_CHARS
-    if "array" in types and "maxItems" not in out:
-        out["maxItems"] = MAX_ARRAY_ITEMS
+    if "string" in types and not {"enum", "const", "pattern", "format"} & out.keys():
+        _cap(out, "minLength", "maxLength", MAX_STRING_CHARS)
+    if "array" in types:
+        _cap(out, "minItems", "maxItems", MAX_ARRAY_ITEMS)
     return out
+
+
+def _cap(schema: dict[str, Any], low: str, high: str, limit: int) -> None:
+    """Clamp a size range; llama.cpp also refuses grammars whose repetitions run into the thousands."""
+    schema[high] = min(schema.get(high, limit), limit)
+    if low in schema:
+        schema[low] = min(schema[low], schema[high])
 
 
 def _bounded_any(schema: Any) -> Any:

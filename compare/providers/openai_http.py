@@ -133,7 +133,7 @@ def _checked_json(reply: httpx.Response, key: str | None) -> dict[str, Any]:
     if reply.status_code == 200 and isinstance(error, dict) and isinstance(error.get("code"), int):
         status = error["code"]  # OpenRouter: the upstream failure's code, inside a 200 reply
     message = _redact(_error_message(error, reply), key)
-    text = f"HTTP {status}: {message}"
+    text = f"HTTP {status}: {message}" if status == reply.status_code else f"HTTP 200, error {status}: {message}"
     if status in RETRYABLE_STATUS or (reply.status_code == 200 and data is None):
         raise _Transient(text, status, _retry_after_s(reply))
     raise ModelError(text, status_code=status)
@@ -141,7 +141,8 @@ def _checked_json(reply: httpx.Response, key: str | None) -> dict[str, Any]:
 
 def _error_message(error: Any, reply: httpx.Response) -> str:
     if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
+        raw = (error.get("metadata") or {}).get("raw")  # OpenRouter: the upstream provider's own error
+        return str(error["message"]) + (f" ({str(raw)[:300]})" if raw else "")
     if isinstance(error, str):
         return error
     return reply.text[:500] or reply.reason_phrase

@@ -1,0 +1,200 @@
+"""Planning workflow: the model writes a whole plan of tool calls first, the plan runs, then the model answers.
+
+    ┌────────────┐ plan  ┌───────────────┐ all steps ok  ┌────────────────┐
+    │ plan (LLM) │ ────► │ execute steps │ ────────────► │ answer (LLM)   │ ──► Answer
+    │ DECISION   │       │ EXECUTE       │               │ GENERATE       │
+    └────────────┘       └───────────────┘               └────────────────┘
+                                 │ a step fails or returns nothing     ▲
+                                 ▼ (once; never in planning_static)    │
+                         ┌──────────────────┐  new plan, its steps     │
+                         │ replan (LLM)     │ ─────────────────────────┘
+                         │ RETRY            │  run in RETRY
+                         └──────────────────┘
+
+The plan is structured output (`response_schema`): up to MAX_PLAN_STEPS steps, each one
+tool of the environment with that tool's own argument schema. "planning" replans once, at
+the first failing step, for the remaining work; "planning_static" runs its first plan to the
+end whatever happens. Replans and failures are noted in the trace as messages between the
+executor and the planner. Budgets are enforced by the core: when one runs out, the task ends
+with that status.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from compare.model import Message, MeteredModel, ToolSpec
+from compare.system import System, register_system
+from compare.task import Answer, Task, answer_from_text, answer_from_tool
+from compare.tools.base import ToolEnvironment, ToolResult, to_json
+from compare.trace import BudgetExceeded, Phase
+from workflows.common import ANSWER_TOOL, prompt_hash, task_prompt
+
+PLANNING_VERSION = "1"
+PLAN_SYSTEM = """You are a data analyst agent. Before acting, write a plan: an ordered list of at most 6 tool calls \
+that gather everything the question needs (inspect schemas, run read-only SQL, search the company documents for \
+definitions and rules the tables do not contain, run Python for calculations). Give each step its purpose, its tool \
+and the tool's exact arguments. Do not answer yet: the answer is written after the plan has run."""
+REPLAN_PROMPT = """The plan went wrong at {failure}
+Write a new plan for the remaining work only (at most 6 steps), fixing the failed step. The steps above already ran."""
+ANSWER_SYSTEM = """You are a data analyst agent. Your plan has run; the results of its steps follow the question. \
+Answer from these results; do not guess numbers they do not show. Call the `answer` tool."""
+ANSWER_REFUSED = "The answer was refused: {error} Call the `answer` tool again with a valid answer."
+
+MAX_PLAN_STEPS = 6
+MAX_ANSWER_ATTEMPTS = 2  # like tool_use, the model may correct an answer the answer tool refused
+
+
+class PlanStep(BaseModel):
+    purpose: str = ""
+    tool: str
+    arguments: dict[str, Any]
+
+
+class Plan(BaseModel):
+    steps: list[PlanStep]
+
+
+def plan_schema(tools: list[ToolSpec]) -> dict[str, Any]:
+    """The plan's JSON schema: each step is one tool with that tool's argument schema.
+
+    One branch per tool (instead of a tool enum and a free `arguments` object) lets a
+    schema-constrained model produce only arguments the chosen tool accepts.
+    """
+    steps = [
+        {
+            "type": "object",
+            # `purpose` first: the model states why before it writes the call.
+            "properties": {"purpose": {"type": "string"}, "tool": {"const": t.name}, "arguments": t.parameters},
+            "required": ["purpose", "tool", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    return {
+        "type": "object",
+        "properties": {"steps": {"type": "array", "items": {"anyOf": steps}, "maxItems": MAX_PLAN_STEPS}},
+        "required": ["steps"],
+        "additionalProperties": False,
+    }
+
+
+def read_plan(text: str | None) -> tuple[list[PlanStep], str | None]:
+    """The plan's steps, or no steps and why the reply is not a plan."""
+    try:
+        return Plan.model_validate_json(text or "").steps[:MAX_PLAN_STEPS], None
+    except ValidationError as invalid:
+        return [], f"the plan itself: it is not a valid plan ({invalid.errors()[0]['msg']})"
+
+
+def step_failure(result: ToolResult) -> str | None:
+    """Why a step's result is no use to the plan, or None: it failed, or it ran and found nothing."""
+    if not result.success:
+        return result.error or result.content
+    data = result.data
+    # Zero SQL rows, no passages found, a program that printed nothing.
+    found_nothing = data == [] or (isinstance(data, dict) and (data.get("rows") == [] or data.get("stdout") == ""))
+    return "it returned no data" if found_nothing or not result.content.strip() else None
+
+
+def step_message(number: int, step: PlanStep, result: ToolResult) -> Message:
+    """A step and its (already truncated) result, as the replan and answer calls read it."""
+    status = "ok" if result.success else "failed"
+    header = f"Result of step {number} [{status}]: {step.tool} {to_json(step.arguments)}"
+    purpose = f"\nPurpose: {step.purpose}" if step.purpose else ""
+    return Message(role="user", content=f"{header}{purpose}\n{result.content}")
+
+
+@register_system
+class PlanningWorkflow(System):
+    name = "planning"
+    replan: ClassVar[bool] = True
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "prompt_version": PLANNING_VERSION,
+            "prompt_hash": prompt_hash(PLAN_SYSTEM, REPLAN_PROMPT, ANSWER_SYSTEM, ANSWER_REFUSED),
+            "replan": self.replan,
+            "max_replans": 1 if self.replan else 0,
+            "max_plan_steps": MAX_PLAN_STEPS,
+        }
+
+    def run(self, task: Task, env: ToolEnvironment, model: MeteredModel) -> Answer:
+        results: list[Message] = []  # one message per step that ran, fed to the replan and answer calls
+        try:
+            self._plan_and_execute(task, env, model, results)
+            return self._answer(task, env, model, results)
+        except BudgetExceeded as limit:
+            return Answer(status=limit.status, error=str(limit))  # no answer is written before the last call
+
+    def _plan_and_execute(self, task: Task, env: ToolEnvironment, model: MeteredModel, results: list[Message]) -> None:
+        tools = [spec for spec in env.specs() if spec.name != ANSWER_TOOL]
+        if not tools:
+            return
+        schema = plan_schema(tools)
+        listing = "\n".join(f"- {t.name}: {t.description}" for t in tools)
+        messages = [
+            Message(role="system", content=PLAN_SYSTEM),
+            Message(role="user", content=f"{task_prompt(task)}\n\nTools:\n{listing}"),
+        ]
+        plan = model.generate(messages, phase=Phase.DECISION, response_schema=schema).message
+        steps, failure = read_plan(plan.content)
+        failure = failure or self._execute(env, model, steps, results, Phase.EXECUTE)
+        if failure is None:
+            return
+        if not self.replan:
+            model.recorder.message("executor", "planner", f"static plan, continued past {failure}", Phase.EXECUTE)
+            return
+        model.recorder.message("executor", "planner", f"replanning after {failure}", Phase.RETRY)
+        replan_request = Message(role="user", content=REPLAN_PROMPT.format(failure=failure))
+        messages += [Message(role="assistant", content=plan.content), *results, replan_request]
+        replan = model.generate(messages, phase=Phase.RETRY, response_schema=schema).message
+        steps, failure = read_plan(replan.content)
+        failure = failure or self._execute(env, model, steps, results, Phase.RETRY)
+        if failure:  # one replan only: answer from what there is
+            model.recorder.message("executor", "planner", f"replanned, but {failure}", Phase.RETRY)
+
+    def _execute(
+        self, env: ToolEnvironment, model: MeteredModel, steps: list[PlanStep], results: list[Message], phase: Phase
+    ) -> str | None:
+        """Run the steps in order; return the first failure (replanning stops there, static goes on)."""
+        first_failure = None
+        for step in steps:
+            model.recorder.check_budget()  # with the budget spent no call could use more results
+            result = env.call(step.tool, step.arguments, phase=phase)
+            number = len(results) + 1
+            results.append(step_message(number, step, result))
+            failure = step_failure(result)
+            if failure and first_failure is None:
+                first_failure = f"step {number} ({step.tool}): {failure}"
+                if self.replan:
+                    break
+        return first_failure
+
+    def _answer(self, task: Task, env: ToolEnvironment, model: MeteredModel, results: list[Message]) -> Answer:
+        messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content=task_prompt(task))]
+        messages += results
+        error = "no answer"
+        for _ in range(MAX_ANSWER_ATTEMPTS):
+            reply = model.generate(messages, env.specs([ANSWER_TOOL]), phase=Phase.GENERATE, tool_choice="required")
+            call = next((c for c in reply.message.tool_calls or [] if c.name == ANSWER_TOOL), None)
+            if call is None:
+                return answer_from_text(task, reply.message.content or "")
+            result = env.call(ANSWER_TOOL, call.arguments, phase=Phase.GENERATE)
+            if result.success:
+                return answer_from_tool(task, call.arguments)
+            error = result.error or result.content
+            refused = ANSWER_REFUSED.format(error=error)
+            messages += [reply.message, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
+        return Answer(status="no_answer", error=f"answer refused: {error}")
+
+
+@register_system
+class StaticPlanningWorkflow(PlanningWorkflow):
+    """The same plan-then-execute workflow without replanning: failed steps are simply passed on."""
+
+    name = "planning_static"
+    replan = False
