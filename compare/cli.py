@@ -106,16 +106,22 @@ def _run(plan: Any, resume: bool) -> int:
         def on_result(record: dict[str, Any]) -> None:
             em = record["scores"].get("exact_match")
             mark = "" if em is None else f" EM={em:.0f}"
-            progress.update(bar, advance=1, description=f"{record['system']}/{record['model']} {record['task_id']}"
-                            f" {record['status']}{mark}")
+            progress.update(
+                bar,
+                advance=1,
+                description=f"{record['system']}/{record['model']} {record['task_id']} {record['status']}{mark}",
+            )
 
         try:
             execute(plan, on_result=on_result, resume=resume)
         except ConfigError as problem:
             raise fail(str(problem)) from None
         except KeyboardInterrupt:
-            console.print(f"interrupted; results so far are in {plan.run_dir}. Finish with: "
-                          f"compare --resume --out {plan.run_dir}", highlight=False)
+            console.print(
+                f"interrupted; results so far are in {plan.run_dir}. Finish with: "
+                f"compare --resume --out {plan.run_dir}",
+                highlight=False,
+            )
             return 130
     records = _write_summary(plan.run_dir)
     errors = sum(r["status"] == "error" for r in records)

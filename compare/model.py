@@ -93,7 +93,9 @@ class ModelProvider(ABC):
     name: str
 
     @abstractmethod
-    def complete(self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext) -> ModelResponse:
+    def complete(
+        self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
+    ) -> ModelResponse:
         """Run one chat completion. Report tokens (and cost, when the backend does)."""
 
     def prepare(self, config: ModelConfig) -> None:  # noqa: B027 - optional hook

@@ -176,7 +176,12 @@ def _result_record(unit: Unit, answer: Answer, trace: Trace, scores: dict[str, f
 
 def trace_path(unit: Unit) -> Path:
     suffix = "" if unit.epoch == 1 else f".e{unit.epoch}"
-    return Path("traces") / unit.system / unit.model.alias.replace("/", "_") / f"{unit.task.id.replace('/', '_')}{suffix}.json"
+    return (
+        Path("traces")
+        / unit.system
+        / unit.model.alias.replace("/", "_")
+        / f"{unit.task.id.replace('/', '_')}{suffix}.json"
+    )
 
 
 # ---------------------------------------------------------------- the run directory
@@ -184,7 +189,9 @@ def trace_path(unit: Unit) -> Path:
 
 def git_revision() -> dict[str, Any]:
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
 
     try:
         sha = git("rev-parse", "HEAD")

@@ -203,8 +203,11 @@ class TraceRecorder:
 
     def message(self, sender: str, recipient: str, content: str, phase: Phase = Phase.DECISION) -> None:
         """Record a message passed between agents."""
-        self.add(MessageStep(index=0, phase=phase, agent=sender, recipient=recipient, started_at=utc_now(),
-                             content=content[:500]))
+        self.add(
+            MessageStep(
+                index=0, phase=phase, agent=sender, recipient=recipient, started_at=utc_now(), content=content[:500]
+            )
+        )
 
     def check_budget(self) -> None:
         """Raise BudgetExceeded when the next model call would exceed a limit."""

@@ -28,7 +28,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from compare.task import Answer, QuestionType, Task
 
 _LABEL = re.compile(r"^\s*(?:final\s+)?(?:answer|answers)\s*(?:is|are)?\s*[:=]?\s*|^\s*the\s+answer\s+is\s*:?\s*", re.I)
-_LETTERS_ONLY = re.compile(r"^[\s\[\](){}'\"`,;/&.]*([A-Za-z](?:(?:[\s\[\](){}'\"`,;/&.]|\band\b)+[A-Za-z])*)[\s\[\](){}'\"`,;/&.]*$", re.I)
+_SEPARATORS = r"[\s\[\](){}'\"`,;/&.]"
+_LETTERS_ONLY = re.compile(rf"^{_SEPARATORS}*([A-Za-z](?:(?:{_SEPARATORS}|\band\b)+[A-Za-z])*){_SEPARATORS}*$", re.I)
 _ANSWER_PHRASE = re.compile(r"answers?\s*(?:is|are)?\s*[:=]?\s*(.+?)(?:$|\n)", re.I)
 
 

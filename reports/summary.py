@@ -126,13 +126,13 @@ def rich_table(rows: list[SummaryRow]) -> Table:
 
 
 def markdown(rows: list[SummaryRow], manifest: dict[str, Any]) -> str:
-    config = manifest.get("config", {})
+    m, config = manifest, manifest.get("config", {})
     lines = [
-        f"# Run summary: {manifest.get('benchmark', '?')}",
+        f"# Run summary: {m.get('benchmark', '?')}",
         "",
-        f"- started {manifest.get('started_at')}, finished {manifest.get('finished_at')}, status {manifest.get('status')}",
-        f"- suite {manifest.get('suite_version')}, git {manifest.get('git', {}).get('sha', 'unknown')[:12]}",
-        f"- tasks {len(manifest.get('task_ids', []))}, epochs {config.get('epochs')}, budgets {manifest.get('budgets')}",
+        f"- started {m.get('started_at')}, finished {m.get('finished_at')}, status {m.get('status')}",
+        f"- suite {m.get('suite_version')}, git {m.get('git', {}).get('sha', 'unknown')[:12]}",
+        f"- tasks {len(m.get('task_ids', []))}, epochs {config.get('epochs')}, budgets {m.get('budgets')}",
         "",
         "| " + " | ".join(name for name, _ in COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",

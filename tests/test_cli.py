@@ -55,10 +55,21 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
     out = tmp_path / "run"
     answer = tool_call_response([("c1", "answer", '{"answer": "A"}')], usage_body=usage(100, 10, cost=0.002))
     with FakeOpenAIServer(default=answer) as fake:
-        result = runner.invoke(app, [
-            "--models", "openai-compatible:fake-model", "--base-url", fake.base_url, "--api-key-env", "FAKE_PROXY_KEY",
-            "--limit", "3", "--out", str(out),
-        ])
+        result = runner.invoke(
+            app,
+            [
+                "--models",
+                "openai-compatible:fake-model",
+                "--base-url",
+                fake.base_url,
+                "--api-key-env",
+                "FAKE_PROXY_KEY",
+                "--limit",
+                "3",
+                "--out",
+                str(out),
+            ],
+        )
         assert all(r.headers["authorization"] == f"Bearer {secret}" for r in fake.requests)
     assert result.exit_code == 0, result.output
     assert {p.name for p in out.iterdir()} == {"manifest.json", "results.jsonl", "traces", "summary.md"}

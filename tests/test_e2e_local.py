@@ -13,8 +13,23 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_compare_with_local_model_writes_a_complete_run_directory(tmp_path):
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "compare", "--workflows", "tool_use", "--models", "local",
-               "--benchmark", "bundled", "--limit", "2", "--max-steps", "4", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "compare",
+        "--workflows",
+        "tool_use",
+        "--models",
+        "local",
+        "--benchmark",
+        "bundled",
+        "--limit",
+        "2",
+        "--max-steps",
+        "4",
+        "--out",
+        str(out),
+    ]
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert finished.returncode == 0, finished.stderr[-3000:]
 

@@ -3,6 +3,7 @@ with a known duration. Phase sums must match the truth within tolerance and neve
 
 import time
 from datetime import datetime
+from typing import ClassVar
 
 from compare.model import MeteredModel, ModelConfig, get_provider
 from compare.task import Gold, QuestionType, Task
@@ -22,7 +23,7 @@ class SleepTool(Tool):
 
     name = "wait_for_data"
     description = "Waits."
-    parameters = {"type": "object", "properties": {}, "additionalProperties": False}
+    parameters: ClassVar[dict] = {"type": "object", "properties": {}, "additionalProperties": False}
 
     def run(self, arguments):
         time.sleep(TOOL_DURATION_S)
@@ -30,8 +31,14 @@ class SleepTool(Tool):
 
 
 def test_phase_sums_match_known_latencies_and_stay_within_wall_time():
-    task = Task(id="T1", benchmark="test", question="q", question_type=QuestionType.SINGLE_CHOICE,
-                options={"A": "a", "B": "b"}, gold=Gold(answer="B"))
+    task = Task(
+        id="T1",
+        benchmark="test",
+        question="q",
+        question_type=QuestionType.SINGLE_CHOICE,
+        options={"A": "a", "B": "b"},
+        gold=Gold(answer="B"),
+    )
     with FakeOpenAIServer(latency_s=MODEL_LATENCY_S) as fake:
         fake.enqueue(
             tool_call_response([("c1", "wait_for_data", "{}")]),

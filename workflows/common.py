@@ -34,6 +34,7 @@ ANSWER_FORMATS: dict[QuestionType, str] = {
     QuestionType.FUNCTION_CALL: "Answer by calling the one tool that performs the request, with its arguments.",
 }
 
+
 def task_prompt(task: Task) -> str:
     """The user message: question, options, guidelines, data sources and the answer format."""
     parts = [f"Question: {task.question}"]

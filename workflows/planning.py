@@ -142,25 +142,42 @@ class PlanningWorkflow(System):
         ]
         plan = model.generate(messages, phase=Phase.DECISION, response_schema=schema).message
         steps, failure = read_plan(plan.content)
-        failure = failure or self._execute(env, model, steps, results, Phase.EXECUTE)
-        if failure is None:
-            return
-        if not self.replan:
+        failure = failure or self._execute(env, model, steps, results, Phase.EXECUTE, stop_at_failure=self.replan)
+        if failure and not self.replan:
             model.recorder.message("executor", "planner", f"static plan, continued past {failure}", Phase.EXECUTE)
-            return
+        elif failure:
+            messages.append(Message(role="assistant", content=plan.content))
+            self._replan(env, model, messages, schema, results, failure)
+
+    def _replan(
+        self,
+        env: ToolEnvironment,
+        model: MeteredModel,
+        messages: list[Message],
+        schema: dict[str, Any],
+        results: list[Message],
+        failure: str,
+    ) -> None:
+        """The one replan: a new plan for the remaining work, given the old plan, the results and the failure."""
         model.recorder.message("executor", "planner", f"replanning after {failure}", Phase.RETRY)
-        replan_request = Message(role="user", content=REPLAN_PROMPT.format(failure=failure))
-        messages += [Message(role="assistant", content=plan.content), *results, replan_request]
-        replan = model.generate(messages, phase=Phase.RETRY, response_schema=schema).message
-        steps, failure = read_plan(replan.content)
-        failure = failure or self._execute(env, model, steps, results, Phase.RETRY)
-        if failure:  # one replan only: answer from what there is
+        request = Message(role="user", content=REPLAN_PROMPT.format(failure=failure))
+        new_plan = model.generate([*messages, *results, request], phase=Phase.RETRY, response_schema=schema).message
+        steps, failure = read_plan(new_plan.content)
+        failure = failure or self._execute(env, model, steps, results, Phase.RETRY, stop_at_failure=False)
+        if failure:  # no second replan: the answer is written from what there is
             model.recorder.message("executor", "planner", f"replanned, but {failure}", Phase.RETRY)
 
     def _execute(
-        self, env: ToolEnvironment, model: MeteredModel, steps: list[PlanStep], results: list[Message], phase: Phase
+        self,
+        env: ToolEnvironment,
+        model: MeteredModel,
+        steps: list[PlanStep],
+        results: list[Message],
+        phase: Phase,
+        *,
+        stop_at_failure: bool,
     ) -> str | None:
-        """Run the steps in order; return the first failure (replanning stops there, static goes on)."""
+        """Run the steps in order; return the first failure (where a plan that will be replanned stops)."""
         first_failure = None
         for step in steps:
             model.recorder.check_budget()  # with the budget spent no call could use more results
@@ -170,7 +187,7 @@ class PlanningWorkflow(System):
             failure = step_failure(result)
             if failure and first_failure is None:
                 first_failure = f"step {number} ({step.tool}): {failure}"
-                if self.replan:
+                if stop_at_failure:
                     break
         return first_failure
 

@@ -38,13 +38,13 @@ class ScriptedProvider(ModelProvider):
     def __init__(self, respond: Responder) -> None:
         self.respond = respond
 
-    def complete(self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext) -> ModelResponse:
+    def complete(
+        self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
+    ) -> ModelResponse:
         produced = self.respond(request, context)
         if isinstance(produced, ModelResponse):
             return produced
-        output = (produced.content or "") + "".join(
-            json.dumps(c.arguments) + c.name for c in produced.tool_calls or []
-        )
+        output = (produced.content or "") + "".join(json.dumps(c.arguments) + c.name for c in produced.tool_calls or [])
         usage = Usage(input_tokens=count_tokens(request_text(request)), output_tokens=count_tokens(output))
         finish = "tool_calls" if produced.tool_calls else "stop"
         return ModelResponse(message=produced, usage=usage, finish_reason=finish, provider_model=config.model_id)

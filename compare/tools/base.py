@@ -69,7 +69,9 @@ class ToolEnvironment:
         chosen = names if names is not None else list(self.tools)
         return [self.tools[name].spec() for name in chosen if name in self.tools]
 
-    def call(self, name: str, arguments: dict[str, Any], *, phase: Phase = Phase.EXECUTE, agent: str | None = None) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, phase: Phase = Phase.EXECUTE, agent: str | None = None
+    ) -> ToolResult:
         started_at = utc_now()
         start = time.perf_counter()
         result = self._run(name, arguments)

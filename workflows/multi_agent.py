@@ -1,0 +1,219 @@
+"""Multi-agent workflow: a coordinator routes the work to specialists; a report writer answers.
+
+    ┌─────────────────────┐  instruction  ┌────────────────────────────────────┐
+    │ coordinator (LLM)   │ ────────────► │ specialist: ≤ N tool-calling steps │
+    │ {next, instruction} │ ◄──────────── │ sql / documents / python           │
+    └─────────────────────┘    summary    └────────────────────────────────────┘
+               │ "finish" or round bound
+               ▼ findings
+    ┌─────────────────────┐  `answer`
+    │ report_writer (LLM) │ ─────────► Answer
+    └─────────────────────┘
+
+Every agent keeps its own message history; what passes between agents is only the
+messages, each recorded as a MessageStep. Work is strictly sequential. Budgets are
+enforced by the metered model: when one runs out, `generate` raises BudgetExceeded
+and the task ends with that status.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jsonschema
+
+from compare.model import Message, MeteredModel, ToolSpec
+from compare.system import System, register_system
+from compare.task import Answer, Task, ToolCall, answer_from_tool
+from compare.tools.base import ToolEnvironment, ToolResult
+from compare.trace import BudgetExceeded, Phase
+from workflows.common import ANSWER_TOOL, prompt_hash, task_prompt
+
+MULTI_AGENT_VERSION = "1"
+COORDINATOR_SYSTEM = """You coordinate a team of data specialists. Each turn, pick the specialist who should work \
+next and give them one short, concrete instruction, or pick "finish" when the findings suffice. You never answer \
+yourself: on "finish" the report writer gives the final answer from the findings. Specialists:"""
+SPECIALIST_SYSTEM = """You are the {name} of a data team; you {role}. Carry out the coordinator's instruction with \
+your tools, one call at a time, reading each result. Then reply with a short summary of what you found: numbers, \
+names, definitions."""
+WRITER_SYSTEM = """You are the report writer of a data team. Give the final answer to the question with the \
+`answer` tool, based on the team's findings. Do not invent numbers the findings do not contain."""
+SPECIALIST_ROLES = {
+    "sql_analyst": "inspect database schemas and run read-only SQL",
+    "document_researcher": "search the company documents for definitions, thresholds and rules",
+    "python_analyst": "run Python for calculations",
+}
+
+COORDINATOR = "coordinator"
+WRITER = "report_writer"
+FINISH = "finish"
+SPECIALIST_TOOLS: dict[str, tuple[str, ...]] = {
+    "sql_analyst": ("get_schema_info", "execute_sql"),
+    "document_researcher": ("search_documents",),
+    "python_analyst": ("execute_python",),
+}
+REPLY_MAX_CHARS = 1_000  # a specialist's reply as the coordinator and writer see it: keeps their context small
+
+
+@dataclass
+class _Agent:
+    name: str
+    tools: list[ToolSpec]
+    memory: list[Message]
+
+    @property
+    def tool_names(self) -> set[str]:
+        return {tool.name for tool in self.tools}
+
+
+@register_system
+class MultiAgentWorkflow(System):
+    name = "multi_agent"
+    # Defaults fit the default step budget (12): 3 × (1 decision + 2 steps) + 2 writer attempts.
+    max_rounds: ClassVar[int] = 3  # coordinator decisions before the writer is called regardless
+    specialist_steps: ClassVar[int] = 2  # model calls per delegation
+    writer_attempts: ClassVar[int] = 2  # a refused `answer` call gets one retry
+
+    def describe(self) -> dict[str, Any]:
+        prompts = (COORDINATOR_SYSTEM, SPECIALIST_SYSTEM, WRITER_SYSTEM, *SPECIALIST_ROLES.values())
+        return {
+            **super().describe(),
+            "prompt_version": MULTI_AGENT_VERSION,
+            "prompt_hash": prompt_hash(*prompts),
+            "max_rounds": self.max_rounds,
+            "specialist_steps": self.specialist_steps,
+            "writer_attempts": self.writer_attempts,
+            "specialists": {name: list(tools) for name, tools in SPECIALIST_TOOLS.items()},
+        }
+
+    def run(self, task: Task, env: ToolEnvironment, model: MeteredModel) -> Answer:
+        # Per-run state lives in a _Team: the runner shares this instance across threads.
+        try:
+            return _Team(self, task, env, model).run()
+        except BudgetExceeded as limit:
+            return Answer(status=limit.status, error=str(limit))  # no answer exists before the writer's call
+
+
+class _Team:
+    """The agents of one task run and what they have found so far."""
+
+    def __init__(self, workflow: MultiAgentWorkflow, task: Task, env: ToolEnvironment, model: MeteredModel) -> None:
+        self.workflow, self.task, self.env, self.model = workflow, task, env, model
+        self.recorder = model.recorder
+        agents = (_specialist(name, env) for name in SPECIALIST_TOOLS)
+        self.specialists = {agent.name: agent for agent in agents if agent.tools}  # skip those without tools
+        roster = "\n".join(f"- {name}: {SPECIALIST_ROLES[name]}" for name in self.specialists)
+        self.coordinator = [
+            Message(role="system", content=f"{COORDINATOR_SYSTEM}\n{roster}"),
+            Message(role="user", content=task_prompt(task)),
+        ]
+        self.decision_schema = _decision_schema([*self.specialists, FINISH])
+        self.findings: list[str] = []
+
+    def run(self) -> Answer:
+        for _ in range(self.workflow.max_rounds):
+            choice, instruction = self._decide()
+            if choice == FINISH:
+                break
+            self._delegate(self.specialists[choice], instruction)
+        return self._write()
+
+    def _decide(self) -> tuple[str, str]:
+        reply = self.model.generate(
+            self.coordinator, phase=Phase.DECISION, response_schema=self.decision_schema, agent=COORDINATOR
+        ).message
+        self.coordinator.append(reply)
+        return _parse_decision(reply.content, self.decision_schema)
+
+    def _delegate(self, agent: _Agent, instruction: str) -> None:
+        self.recorder.message(COORDINATOR, agent.name, instruction, phase=Phase.DECISION)
+        # The question goes with the first instruction only: the specialist remembers it.
+        opening = f"Question: {self.task.question}\n\n" if len(agent.memory) == 1 else ""
+        agent.memory.append(Message(role="user", content=f"{opening}Instruction: {instruction}"))
+        summary = self._work(agent)[:REPLY_MAX_CHARS]
+        self.recorder.message(agent.name, COORDINATOR, summary, phase=Phase.EXECUTE)
+        self.findings.append(f"- {agent.name}: {summary}")
+        self.coordinator.append(Message(role="user", content=f"Reply from {agent.name}: {summary}"))
+
+    def _work(self, agent: _Agent) -> str:
+        """The specialist's own tool loop; returns its summary for the coordinator."""
+        phase, last_result = Phase.DECISION, ""
+        for _ in range(self.workflow.specialist_steps):
+            reply = self.model.generate(agent.memory, agent.tools, phase=phase, agent=agent.name).message
+            agent.memory.append(reply)
+            if not reply.tool_calls:
+                return reply.content or "(no findings)"
+            results = [self._execute(agent, call, phase) for call in reply.tool_calls]
+            phase = Phase.DECISION if all(r.success for r in results) else Phase.RETRY
+            last_result = results[-1].content
+        # Out of steps without a summary: pass on the last result rather than spend a call on summarizing.
+        return f"(step limit reached; last tool result) {last_result}"
+
+    def _execute(self, agent: _Agent, call: ToolCall, phase: Phase) -> ToolResult:
+        if call.name in agent.tool_names:
+            tool_phase = Phase.RETRY if phase == Phase.RETRY else Phase.EXECUTE
+            result = self.env.call(call.name, call.arguments, phase=tool_phase, agent=agent.name)
+        else:  # not run: a specialist may use only its own tools (the model call's trace step names the attempt)
+            refusal = f"error: {call.name!r} is not one of your tools ({', '.join(sorted(agent.tool_names))})"
+            result = ToolResult(success=False, content=refusal, error=refusal)
+        agent.memory.append(Message(role="tool", content=result.content, tool_call_id=call.id, name=call.name))
+        return result
+
+    def _write(self) -> Answer:
+        findings = "\n".join(self.findings) or "(none)"
+        self.recorder.message(COORDINATOR, WRITER, findings, phase=Phase.GENERATE)
+        memory = [
+            Message(role="system", content=WRITER_SYSTEM),
+            Message(role="user", content=f"{task_prompt(self.task)}\n\nFindings of the team:\n{findings}"),
+        ]
+        tools, phase = self.env.specs([ANSWER_TOOL]), Phase.GENERATE
+        for _ in range(self.workflow.writer_attempts):
+            reply = self.model.generate(memory, tools, phase=phase, tool_choice="required", agent=WRITER).message
+            memory.append(reply)
+            answer = self._take_answer(reply, memory, phase)
+            if answer is not None:
+                return answer
+            phase = Phase.RETRY
+        return Answer(status="no_answer", error=f"{WRITER} made no valid `answer` call")
+
+    def _take_answer(self, reply: Message, memory: list[Message], phase: Phase) -> Answer | None:
+        """The answer of the writer's first valid `answer` call; otherwise tell it what went wrong."""
+        if not reply.tool_calls:
+            memory.append(Message(role="user", content="Give the final answer by calling the `answer` tool."))
+            return None
+        for call in reply.tool_calls:
+            if call.name != ANSWER_TOOL:
+                content = f"error: only the `{ANSWER_TOOL}` tool is available to you"
+            else:
+                result = self.env.call(ANSWER_TOOL, call.arguments, phase=phase, agent=WRITER)
+                if result.success:
+                    return answer_from_tool(self.task, call.arguments)
+                content = result.content
+            memory.append(Message(role="tool", content=content, tool_call_id=call.id, name=call.name))
+        return None
+
+
+def _specialist(name: str, env: ToolEnvironment) -> _Agent:
+    system = SPECIALIST_SYSTEM.format(name=name, role=SPECIALIST_ROLES[name])
+    return _Agent(name, env.specs(list(SPECIALIST_TOOLS[name])), [Message(role="system", content=system)])
+
+
+def _decision_schema(choices: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"next": {"type": "string", "enum": choices}, "instruction": {"type": "string"}},
+        "required": ["next", "instruction"],
+        "additionalProperties": False,
+    }
+
+
+def _parse_decision(content: str | None, schema: dict[str, Any]) -> tuple[str, str]:
+    """(next, instruction); a decision that breaks the schema ends the routing rather than guessing a route."""
+    try:
+        decision = json.loads(content or "")
+        jsonschema.validate(decision, schema)
+    except (json.JSONDecodeError, jsonschema.ValidationError):
+        return FINISH, ""
+    return decision["next"], decision["instruction"]
