@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from compare.task import ToolCall
-from compare.trace import ModelCallStep, Phase, TraceRecorder, Usage, utc_now
+from compare.trace import BudgetExceeded, ModelCallStep, Phase, TraceRecorder, Usage, utc_now
 
 ProviderName = Literal["openrouter", "openai-compatible", "local", "scripted"]
 
@@ -205,6 +205,8 @@ class MeteredModel:
             response = self.provider.complete(request, self.config, timeout_s=timeout_s, context=context)
         except ModelError as error:
             self._record(phase, agent, started_at, time.perf_counter() - start, None, error, via_http)
+            if self.recorder.remaining_s() <= 0:  # the call was cut short by the task's wall-time budget
+                raise BudgetExceeded("time_limit", f"wall-time limit reached during a model call: {error}") from error
             raise
         self._price(response.usage)
         self._record(phase, agent, started_at, time.perf_counter() - start, response, None, via_http)

@@ -7,7 +7,8 @@ two lands in the trace, so it never handles timing, tokens or cost itself.
 
 To add a system: subclass `System`, set `name`, implement `run`, decorate the class
 with `@register_system`, and import its module from `workflows/__init__.py` or
-`systems/__init__.py`.
+`systems/__init__.py`. One instance runs many tasks, concurrently with `--concurrency`:
+keep per-task state in locals or a per-run object, never on `self`.
 """
 
 from __future__ import annotations

@@ -73,3 +73,16 @@ def test_tool_errors_reach_the_model_and_are_traced(tmp_path, scripted_model):
     record, _ = run_one(tmp_path, scripted_model, writes_then_answers, task)
     assert record["tool_calls"][0]["success"] is False
     assert seen and "error" in seen[0].lower()
+
+
+def test_a_model_call_cut_by_the_wall_time_budget_ends_with_time_limit(tmp_path):
+    from compare.model import ModelConfig
+    from tests.fake_openai_server import FakeOpenAIServer, text_response
+
+    with FakeOpenAIServer(latency_s=3.0, default=text_response("A")) as fake:
+        model = ModelConfig(alias="slow", provider="openai-compatible", model_id="slow", base_url=fake.base_url)
+        plan = make_plan(tmp_path, [first_choice_task()], model, ["tool_use"], budgets=Budgets(wall_time_s=1.0))
+        execute(plan)
+    record = json.loads((plan.run_dir / "results.jsonl").read_text())
+    assert record["status"] == "time_limit"
+    assert 1.0 <= record["latency_s"] < 2.5

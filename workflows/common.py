@@ -35,8 +35,9 @@ ANSWER_FORMATS: dict[QuestionType, str] = {
 }
 
 
-def task_prompt(task: Task) -> str:
-    """The user message: question, options, guidelines, data sources and the answer format."""
+def task_prompt(task: Task, *, answer_format: bool = True) -> str:
+    """The user message: question, options, guidelines, data sources and (for whoever writes
+    the answer) the answer format."""
     parts = [f"Question: {task.question}"]
     if task.options:
         parts.append("Options:\n" + "\n".join(f"{letter}. {text}" for letter, text in sorted(task.options.items())))
@@ -45,7 +46,8 @@ def task_prompt(task: Task) -> str:
     if task.data:
         sources = [f"- {s.name} ({s.kind.value})" + (f": {s.description}" if s.description else "") for s in task.data]
         parts.append("Data sources:\n" + "\n".join(sources))
-    parts.append(ANSWER_FORMATS[task.question_type])
+    if answer_format:
+        parts.append(ANSWER_FORMATS[task.question_type])
     return "\n\n".join(parts)
 
 
