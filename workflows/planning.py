@@ -75,7 +75,11 @@ def plan_schema(tools: list[ToolSpec]) -> dict[str, Any]:
     ]
     return {
         "type": "object",
-        "properties": {"steps": {"type": "array", "items": {"anyOf": steps}, "maxItems": MAX_PLAN_STEPS}},
+        # At least one step: every task has data to look at, and a schema-constrained small model
+        # otherwise always takes the shortcut of an empty plan.
+        "properties": {
+            "steps": {"type": "array", "items": {"anyOf": steps}, "minItems": 1, "maxItems": MAX_PLAN_STEPS}
+        },
         "required": ["steps"],
         "additionalProperties": False,
     }
@@ -138,7 +142,7 @@ class PlanningWorkflow(System):
         listing = "\n".join(f"- {t.name}: {t.description}" for t in tools)
         messages = [
             Message(role="system", content=PLAN_SYSTEM),
-            Message(role="user", content=f"{task_prompt(task)}\n\nTools:\n{listing}"),
+            Message(role="user", content=f"{task_prompt(task, answer_format=False)}\n\nTools:\n{listing}"),
         ]
         plan = model.generate(messages, phase=Phase.DECISION, response_schema=schema).message
         steps, failure = read_plan(plan.content)
