@@ -23,7 +23,7 @@ from compare.tools.base import ToolEnvironment
 
 class System(ABC):
     name: ClassVar[str]
-    kind: ClassVar[str] = "workflow"  # workflow | framework | semantic-operator | rag
+    kind: ClassVar[str] = "workflow"  # workflow | workflow-variant | framework | semantic-operator | rag
 
     @abstractmethod
     def run(self, task: Task, env: ToolEnvironment, model: MeteredModel) -> Answer:

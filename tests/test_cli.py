@@ -82,3 +82,10 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
         assert abs(record["usage"]["cost_usd"] - 0.002 * record["model_calls"]) < 1e-12
     everything = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
     assert secret not in everything and secret not in result.output
+
+
+def test_all_means_the_four_workflow_patterns():
+    from compare.run import _system_list
+
+    assert _system_list(["all"]) == ["multi_agent", "planning", "reflection", "tool_use"]
+    assert _system_list(["planning_static", "tool_use"]) == ["planning_static", "tool_use"]

@@ -218,4 +218,5 @@ class StaticPlanningWorkflow(PlanningWorkflow):
     """The same plan-then-execute workflow without replanning: failed steps are simply passed on."""
 
     name = "planning_static"
+    kind = "workflow-variant"  # run on request, not by `--workflows all`
     replan = False
