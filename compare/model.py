@@ -246,8 +246,8 @@ class MeteredModel:
                 success=error is None,
                 error=str(error) if error else None,
                 finish_reason=response.finish_reason if response else None,
-                tool_calls=[c.name for c in (message.tool_calls or [])] if message else [],
-                summary=((message.content or "") if message else "")[:200],
+                content=message.content if message else None,
+                tool_calls=list(message.tool_calls or []) if message else [],
                 attempts=response.attempts if response else (error.attempts if error else 1),
                 via_http=via_http,
             )

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from compare.task import AnswerStatus
+from compare.task import AnswerStatus, ToolCall
 
 
 class Phase(StrEnum):
@@ -53,8 +53,8 @@ class ModelCallStep(BaseModel):
     success: bool
     error: str | None = None
     finish_reason: str | None = None
-    tool_calls: list[str] = Field(default_factory=list)  # names of tools the model asked for
-    summary: str = ""  # first characters of the model's text
+    content: str | None = None  # the model's full text (a plan, a verdict, an answer)
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # the calls it asked for, with arguments
     attempts: int = 1  # HTTP attempts, retries of transient errors included
     via_http: bool = False  # made through the loopback OpenAI-compatible endpoint
 

@@ -97,6 +97,14 @@ def test_tokens_reasoning_and_provider_cost_are_metered(fake: FakeOpenAIServer, 
     assert sent.body["model"] == "openai/gpt-5" and sent.body["usage"] == {"include": True}
 
 
+def test_call_duration_includes_the_server_latency(openrouter: OpenAIHTTPProvider) -> None:
+    with FakeOpenAIServer(latency_s=0.3, default=text_response("ok")) as slow:
+        model = metered(openrouter, gpt5(slow.base_url))
+        model.generate(QUESTION)
+
+    assert model.recorder.trace.model_calls[0].duration_s >= 0.3
+
+
 def test_price_table_applies_when_provider_reports_no_cost(
     fake: FakeOpenAIServer, openrouter: OpenAIHTTPProvider
 ) -> None:
@@ -127,7 +135,7 @@ def test_tool_calls_are_parsed_and_tool_messages_serialized(
         ToolCall(id="call_2", name="sql_query", arguments={"sql": "SELECT COUNT(*) FROM orders"})
     ]
     assert response.message.content is None and response.finish_reason == "tool_calls"
-    assert model.recorder.trace.model_calls[0].tool_calls == ["sql_query"]
+    assert [c.name for c in model.recorder.trace.model_calls[0].tool_calls] == ["sql_query"]
     body = fake.requests[0].body
     assert body["tools"] == [{"type": "function", "function": SQL_TOOL.model_dump()}]
     assert body["tool_choice"] == "required"
@@ -143,7 +151,12 @@ def test_structured_output_sampling_and_params_reach_the_body(
 ) -> None:
     fake.enqueue(text_response('{"answer": "B"}'))
     config = gpt5(fake.base_url).model_copy(update={"params": {"provider": {"sort": "price"}}})
-    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
 
     metered(openrouter, config).generate(QUESTION, response_schema=schema, temperature=0.0, max_output_tokens=64)
 
@@ -335,7 +348,7 @@ def test_gateway_call_is_metered_like_the_in_process_call() -> None:
     assert reply.status_code == 200
     direct, via_http = model.recorder.trace.model_calls
     same = {"phase", "agent", "model", "provider", "provider_model", "usage", "success", "error", "finish_reason"}
-    same |= {"tool_calls", "summary", "attempts"}
+    same |= {"tool_calls", "content", "attempts"}
     assert direct.model_dump(include=same) == via_http.model_dump(include=same)
     assert (direct.via_http, via_http.via_http) == (False, True)
     choice = reply.json()["choices"][0]
@@ -413,3 +426,26 @@ def test_gateway_streams_a_minimal_sse_response() -> None:
     assert chunks[0]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "sql_query"
     assert chunks[1]["choices"][0]["finish_reason"] == "tool_calls"
     assert chunks[2]["usage"]["prompt_tokens"] == model.recorder.trace.model_calls[0].usage.input_tokens
+
+
+def test_structured_output_asks_strict_mode_only_for_schemas_that_allow_it():
+    from compare.providers.openai_protocol import strict_compatible
+
+    closed = {
+        "type": "object",
+        "properties": {"verdict": {"enum": ["accept", "revise"]}, "reason": {"type": "string"}},
+        "required": ["verdict", "reason"],
+        "additionalProperties": False,
+    }
+    optional_field = {**closed, "required": ["verdict"]}
+    open_object = {k: v for k, v in closed.items() if k != "additionalProperties"}
+    nested = {
+        "type": "object",
+        "properties": {"steps": {"type": "array", "items": optional_field}},
+        "required": ["steps"],
+        "additionalProperties": False,
+    }
+    assert strict_compatible(closed)
+    assert not strict_compatible(optional_field)
+    assert not strict_compatible(open_object)
+    assert not strict_compatible(nested)

@@ -74,6 +74,10 @@ class LocalLlamaProvider(ModelProvider):
         finally:
             self._lock.release()
 
+    def prepare(self, config: ModelConfig) -> None:
+        with self._lock:
+            self._load(config)
+
     def close(self) -> None:
         with self._lock:
             if self._llama is not None:

@@ -137,9 +137,28 @@ def request_to_openai(request: ModelRequest, model_id: str) -> dict[str, Any]:
     if request.response_schema is not None:
         body["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": "response", "schema": request.response_schema, "strict": True},
+            "json_schema": {
+                "name": "response",
+                "schema": request.response_schema,
+                "strict": strict_compatible(request.response_schema),
+            },
         }
     return body
+
+
+def strict_compatible(schema: Any) -> bool:
+    """Whether OpenAI's strict structured-output mode accepts the schema: every object closed
+    (additionalProperties false) with all its properties required. Otherwise we ask non-strict
+    rather than have the provider refuse the request."""
+    if isinstance(schema, list):
+        return all(strict_compatible(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        properties = schema.get("properties", {})
+        if schema.get("additionalProperties", True) is not False or set(schema.get("required", [])) != set(properties):
+            return False
+    return all(strict_compatible(value) for key, value in schema.items() if key not in ("enum", "const", "required"))
 
 
 def request_from_openai(body: dict[str, Any]) -> ModelRequest:
