@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from compare.config import RunConfig
 from compare.model import CallContext, Message, ModelConfig, ModelRequest, ModelResponse, set_provider
 from compare.providers.scripted import ScriptedProvider
-from compare.run import RunPlan
-from compare.system import create_system
+from compare.run import RunPlan, execute
+from compare.system import System, create_system
 from compare.task import Task
 
 SCRIPTED = ModelConfig(alias="scripted", provider="scripted", model_id="scripted-test-model")
@@ -42,3 +44,16 @@ def make_plan(tmp_path: Path, tasks: list[Task], model: ModelConfig, systems: li
         models=[model],
         run_dir=tmp_path / "run",
     )
+
+
+def run_task(
+    tmp_path: Path, model: ModelConfig, task: Task, system: str, instance: System | None = None, **config: object
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Run one task through the real runner; returns its result record, trace and the manifest."""
+    plan = make_plan(tmp_path, [task], model, [system], **config)
+    if instance is not None:
+        plan.systems[system] = instance
+    manifest = execute(plan)
+    record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
+    trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    return record, trace, manifest

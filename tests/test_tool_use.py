@@ -7,7 +7,7 @@ from compare.providers.scripted import tool_call_message
 from compare.run import execute
 from compare.trace import Budgets
 from tasks import load_benchmark
-from tests.conftest import make_plan, steps_taken
+from tests.conftest import make_plan, run_task, steps_taken
 
 
 def first_choice_task():
@@ -15,11 +15,7 @@ def first_choice_task():
 
 
 def run_one(tmp_path, scripted_model, respond, task, **config):
-    plan = make_plan(tmp_path, [task], scripted_model(respond), ["tool_use"], **config)
-    execute(plan)
-    record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
-    trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
-    return record, trace
+    return run_task(tmp_path, scripted_model(respond), task, "tool_use", **config)[:2]
 
 
 def test_scripted_model_that_never_answers_stops_at_the_step_budget(tmp_path, scripted_model):

@@ -5,10 +5,9 @@ import json
 import workflows.multi_agent  # noqa: F401 - registers "multi_agent" (the package import is the lead's to add)
 from compare.model import CallContext, Message, ModelRequest
 from compare.providers.scripted import tool_call_message
-from compare.run import execute
 from compare.trace import Budgets
 from tasks import load_benchmark
-from tests.conftest import make_plan, steps_taken
+from tests.conftest import run_task, steps_taken
 from workflows.multi_agent import MultiAgentWorkflow
 
 
@@ -26,11 +25,7 @@ def decide(next_agent, instruction=""):
 
 
 def run_one(tmp_path, scripted_model, respond, task, **config):
-    plan = make_plan(tmp_path, [task], scripted_model(respond), ["multi_agent"], **config)
-    execute(plan)
-    record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
-    trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
-    return record, trace
+    return run_task(tmp_path, scripted_model(respond), task, "multi_agent", **config)[:2]
 
 
 def of_kind(trace, kind):

@@ -12,11 +12,10 @@ import jsonschema
 import workflows.planning  # noqa: F401 - registers planning and planning_static
 from compare.model import CallContext, Message, ModelRequest
 from compare.providers.scripted import tool_call_message
-from compare.run import execute
 from compare.system import create_system
 from compare.trace import Budgets, Phase
 from tasks import load_benchmark
-from tests.conftest import make_plan
+from tests.conftest import run_task
 
 WRITE = 'DELETE FROM "Sales Orders"'  # refused by the read-only SQL tool
 
@@ -47,11 +46,7 @@ def planner(task, first_plan: list[str]):
 
 
 def run_one(tmp_path, scripted_model, respond, task, system, **config):
-    run = make_plan(tmp_path, [task], scripted_model(respond), [system], **config)
-    execute(run)
-    record = json.loads((run.run_dir / "results.jsonl").read_text().splitlines()[0])
-    trace = json.loads((run.run_dir / record["trace_file"]).read_text())
-    return record, trace
+    return run_task(tmp_path, scripted_model(respond), task, system, **config)[:2]
 
 
 def calls(trace, kind):

@@ -6,11 +6,10 @@ import pytest
 
 from compare.model import CallContext, Message, ModelRequest
 from compare.providers.scripted import tool_call_message
-from compare.run import execute
 from compare.task import ToolCall
 from compare.trace import Budgets
 from tasks import load_benchmark
-from tests.conftest import make_plan, steps_taken
+from tests.conftest import run_task, steps_taken
 
 # Importing the module registers "reflection" (until workflows/__init__.py imports it).
 from workflows.reflection import NOT_RUN, VERDICT_SCHEMA, ReflectionWorkflow, revise_reason
@@ -27,13 +26,7 @@ def verdict(decision: str, reason: str) -> Message:
 
 
 def run_one(tmp_path, scripted_model, respond, task, workflow=None, **config):
-    plan = make_plan(tmp_path, [task], scripted_model(respond), ["reflection"], **config)
-    if workflow is not None:
-        plan.systems["reflection"] = workflow
-    manifest = execute(plan)
-    record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
-    trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
-    return record, trace, manifest
+    return run_task(tmp_path, scripted_model(respond), task, "reflection", workflow, **config)
 
 
 def shape(trace):

@@ -95,11 +95,25 @@ class LocalLlamaProvider(ModelProvider):
             if self._llama is not None:
                 self._llama.close()
             n_ctx, n_threads, seed = settings
-            self._llama = ConstrainedLlama(
-                str(model_path()), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
-            )
+            with _native_stderr_silenced():  # llama.cpp prints load notices (SWA cache) whatever `verbose` says
+                self._llama = ConstrainedLlama(
+                    str(model_path()), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
+                )
             self._settings = settings
         return self._llama
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Silence file descriptor 2 (C-level writes) for the duration; Python's sys.stderr is unaffected."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 # ---------------------------------------------------------------- one generation

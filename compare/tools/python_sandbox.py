@@ -26,6 +26,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -99,6 +101,75 @@ def _read_capped(stream: IO[bytes]) -> tuple[str, bool]:
     return raw[:OUTPUT_MAX_BYTES].decode("utf-8", errors="replace"), len(raw) > OUTPUT_MAX_BYTES
 
 
+@dataclass(frozen=True)
+class SandboxRun:
+    """How one sandboxed program ended; each stream capped at OUTPUT_MAX_BYTES."""
+
+    exit_status: int  # negative: killed by that signal
+    timed_out: bool
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+
+
+def _limits(timeout_s: float, memory_mb: int) -> dict[str, int]:
+    return {
+        "RLIMIT_AS": memory_mb << 20,
+        "RLIMIT_CPU": math.ceil(timeout_s) + 1,
+        "RLIMIT_FSIZE": FILE_SIZE_LIMIT,
+        "RLIMIT_NPROC": _user_task_count() + EXTRA_PROCESSES,
+    }
+
+
+def _environment(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", **(extra or {})}
+
+
+def _wait(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    try:
+        process.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):  # it may have ended just now
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return True
+
+
+def run_sandboxed(
+    code: str, *, timeout_s: float, memory_mb: int, env: Mapping[str, str] | None = None, stdin: bytes = b""
+) -> SandboxRun:
+    """Run `code` as main.py in a fresh temporary folder under every layer in the module docstring.
+
+    `env` is added to the minimal environment; `stdin` is what the program reads on its stdin.
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix="sandbox-") as work,
+        tempfile.TemporaryFile() as given,  # outside the sandbox folder, so the code cannot touch them
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+    ):
+        Path(work, "main.py").write_text(code, encoding="utf-8")
+        given.write(stdin)
+        given.seek(0)
+        prefix = ["unshare", "--net", "--map-root-user"] if network_namespace_available() else []
+        command = [*prefix, sys.executable, "-I", "-c", PRELUDE, json.dumps(_limits(timeout_s, memory_mb))]
+        # start_new_session: its own process group, so a timeout kills everything it started
+        process = subprocess.Popen(
+            command,
+            cwd=work,
+            env=_environment(work, env),
+            stdin=given,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        timed_out = _wait(process, timeout_s)
+        (stdout, out_cut), (stderr, err_cut) = _read_capped(out), _read_capped(err)
+        return SandboxRun(process.returncode, timed_out, stdout, stderr, out_cut, err_cut)
+
+
 class PythonTool(Tool):
     name = "execute_python"
 
@@ -118,51 +189,15 @@ class PythonTool(Tool):
             f"limits; state does not persist between calls.{where}"
         )
 
-    def limits(self) -> dict[str, int]:
-        return {
-            "RLIMIT_AS": self.settings.python_memory_mb << 20,
-            "RLIMIT_CPU": math.ceil(self.settings.python_timeout_s) + 1,
-            "RLIMIT_FSIZE": FILE_SIZE_LIMIT,
-            "RLIMIT_NPROC": _user_task_count() + EXTRA_PROCESSES,
-        }
-
-    def environment(self, home: str) -> dict[str, str]:
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
-        if self.data_dir is not None:
-            env["DATA_DIR"] = str(self.data_dir)
-        return env
-
     def run(self, arguments: dict[str, Any]) -> ToolResult:
-        with (
-            tempfile.TemporaryDirectory(prefix="sandbox-") as work,
-            tempfile.TemporaryFile() as out,  # outside the sandbox folder, so the code cannot touch them
-            tempfile.TemporaryFile() as err,
-        ):
-            Path(work, "main.py").write_text(arguments["code"], encoding="utf-8")
-            prefix = ["unshare", "--net", "--map-root-user"] if network_namespace_available() else []
-            command = [*prefix, sys.executable, "-I", "-c", PRELUDE, json.dumps(self.limits())]
-            # start_new_session: its own process group, so a timeout kills everything it started
-            process = subprocess.Popen(
-                command,
-                cwd=work,
-                env=self.environment(work),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-            timed_out = self._wait(process)
-            return self._result(process.returncode, timed_out, _read_capped(out), _read_capped(err))
-
-    def _wait(self, process: subprocess.Popen[bytes]) -> bool:
-        try:
-            process.wait(timeout=self.settings.python_timeout_s)
-            return False
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):  # it may have ended just now
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return True
+        run = run_sandboxed(
+            arguments["code"],
+            timeout_s=self.settings.python_timeout_s,
+            memory_mb=self.settings.python_memory_mb,
+            env={"DATA_DIR": str(self.data_dir)} if self.data_dir else None,
+        )
+        out, err = (run.stdout, run.stdout_truncated), (run.stderr, run.stderr_truncated)
+        return self._result(run.exit_status, run.timed_out, out, err)
 
     def _result(self, status: int, timed_out: bool, out: tuple[str, bool], err: tuple[str, bool]) -> ToolResult:
         (stdout, out_cut), (stderr, err_cut) = out, err
