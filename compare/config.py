@@ -38,6 +38,7 @@ class RunConfig(BaseModel):
     epochs: int = Field(default=1, ge=1)
     concurrency: int = Field(default=1, ge=1)
     out: str | None = None
+    judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
     base_url: str | None = None  # for openai-compatible:<id> models named on the command line
     api_key_env: str | None = None
     budgets: Budgets = Field(default_factory=Budgets)

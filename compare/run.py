@@ -30,10 +30,11 @@ from compare import __version__
 from compare.config import PROJECT_ROOT, ConfigError, RunConfig, missing_api_keys, resolve_models
 from compare.model import MeteredModel, ModelConfig, ModelError, get_provider
 from compare.system import System, create_system, system_names
-from compare.task import Answer, Task
+from compare.task import Answer, QuestionType, Task
 from compare.tools import build_environment
-from compare.trace import BudgetExceeded, Trace, TraceRecorder, utc_now
+from compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, utc_now
 from evaluators import score
+from evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION, RubricJudge
 from tasks import benchmark_names, load_benchmark
 
 
@@ -60,6 +61,7 @@ class RunPlan:
     systems: dict[str, System]
     models: list[ModelConfig]
     run_dir: Path
+    judge: ModelConfig | None = None  # the LLM judge of report rubrics, metered apart from the systems
 
     def units(self) -> Iterator[Unit]:
         for epoch in range(1, self.config.epochs + 1):
@@ -75,7 +77,8 @@ class RunPlan:
 def plan_run(config: RunConfig) -> RunPlan:
     """Resolve and validate everything before the first model call; raises ConfigError."""
     models = resolve_models(config.models, config)
-    missing = missing_api_keys(models)
+    judge = resolve_models([config.judge], config)[0] if config.judge else None
+    missing = missing_api_keys([*models, judge] if judge else models)
     if missing:
         lines = [f"  {var} (needed by {', '.join(aliases)})" for var, aliases in missing.items()]
         raise MissingKeyError(
@@ -85,7 +88,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     systems = {name: create_system(name) for name in _system_list(config.workflows)}
     tasks = _select_tasks(config)
     out = Path(config.out) if config.out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{config.benchmark}"
-    return RunPlan(config=config, tasks=tasks, systems=systems, models=models, run_dir=out)
+    return RunPlan(config=config, tasks=tasks, systems=systems, models=models, run_dir=out, judge=judge)
 
 
 def _system_list(requested: list[str]) -> list[str]:
@@ -114,16 +117,36 @@ def _select_tasks(config: RunConfig) -> list[Task]:
 # ---------------------------------------------------------------- one unit of work
 
 
-def run_unit(unit: Unit, system: System, config: RunConfig) -> tuple[dict[str, Any], Trace]:
-    """Run one task with one system and model; never raises for failures of the system."""
-    task = unit.task
+JUDGE_BUDGETS = Budgets(max_steps=12, max_tokens=400_000, wall_time_s=900.0)
+
+
+def run_unit(unit: Unit, plan: RunPlan) -> tuple[dict[str, Any], Trace, Trace | None]:
+    """Run one task with one system and model, then score it; never raises for failures of the system.
+    Returns the result record, the system's trace and the judge's trace (when a judge scored it)."""
+    task, config = unit.task, plan.config
     budgets = config.budgets
     if task.max_steps is not None:
         budgets = budgets.model_copy(update={"max_steps": task.max_steps})
     recorder = TraceRecorder(Trace(task_id=task.id, system=unit.system, model=unit.model.alias), budgets)
-    answer = _answer(unit, system, config, recorder)
+    answer = _answer(unit, plan.systems[unit.system], config, recorder)
     trace = recorder.finish(answer.status, answer.error)
-    return _result_record(unit, answer, trace, score(task, answer, trace)), trace
+    judge, judge_recorder = _judge_for(task, plan.judge, unit.system)
+    scores = score(task, answer, trace, judge=judge)
+    judge_trace = judge_recorder.finish("completed") if judge_recorder else None
+    record = _result_record(unit, answer, trace, scores)
+    if judge_trace is not None:
+        record["judge_usage"] = judge_trace.usage().model_dump()
+        record["judge_trace_file"] = record["trace_file"].removesuffix(".json") + ".judge.json"
+    return record, trace, judge_trace
+
+
+def _judge_for(task: Task, judge: ModelConfig | None, system: str) -> tuple[RubricJudge | None, TraceRecorder | None]:
+    """A rubric judge with its own trace, for report tasks when the run has a judge model."""
+    if judge is None or task.question_type != QuestionType.REPORT:
+        return None, None
+    recorder = TraceRecorder(Trace(task_id=task.id, system=f"judge:{system}", model=judge.alias), JUDGE_BUDGETS)
+    model = MeteredModel(judge, get_provider(judge.provider), recorder, system="judge")
+    return RubricJudge(model), recorder
 
 
 def _answer(unit: Unit, system: System, config: RunConfig, recorder: TraceRecorder) -> Answer:
@@ -200,6 +223,12 @@ def git_revision() -> dict[str, Any]:
         return {"sha": "unknown", "dirty": None}
 
 
+def _judge_description(judge: ModelConfig | None) -> dict[str, Any] | None:
+    if judge is None:
+        return None
+    return {"model": judge.model_dump(mode="json"), "prompt_version": JUDGE_VERSION, "prompt_hash": JUDGE_PROMPT_HASH}
+
+
 def build_manifest(plan: RunPlan) -> dict[str, Any]:
     return {
         "suite_version": __version__,
@@ -213,6 +242,7 @@ def build_manifest(plan: RunPlan) -> dict[str, Any]:
         "models": [m.model_dump(mode="json") for m in plan.models],
         "budgets": plan.config.budgets.model_dump(),
         "systems": {name: system.describe() for name, system in plan.systems.items()},
+        "judge": _judge_description(plan.judge),
         "benchmark": plan.config.benchmark,
         "task_ids": [t.id for t in plan.tasks],
         "units": len(plan.tasks) * len(plan.systems) * len(plan.models) * plan.config.epochs,
@@ -257,9 +287,11 @@ class ResultWriter:
             path.write_bytes(content[: content.rfind(b"\n") + 1])
         self._results = path.open("a", encoding="utf-8")
 
-    def write(self, record: dict[str, Any], trace: Trace) -> None:
+    def write(self, record: dict[str, Any], trace: Trace, judge_trace: Trace | None = None) -> None:
         with self._lock:
             write_json(self.run_dir / record["trace_file"], trace.model_dump(mode="json"))
+            if judge_trace is not None:
+                write_json(self.run_dir / record["judge_trace_file"], judge_trace.model_dump(mode="json"))
             self._results.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self._results.flush()
 
@@ -301,7 +333,7 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
 def _prepare_models(plan: RunPlan) -> dict[str, float]:
     """Load weights before any task's clock starts; returns the load time of each model."""
     seconds = {}
-    for model in plan.models:
+    for model in [*plan.models, plan.judge] if plan.judge else plan.models:
         start = time.perf_counter()
         get_provider(model.provider).prepare(model)
         seconds[model.alias] = time.perf_counter() - start
@@ -316,7 +348,7 @@ def _run_pending(plan: RunPlan, pending: list[Unit], writer: ResultWriter, on_re
         def submit_next() -> None:
             unit = next(queue, None)
             if unit is not None:
-                running.add(pool.submit(run_unit, unit, plan.systems[unit.system], plan.config))
+                running.add(pool.submit(run_unit, unit, plan))
 
         for _ in range(plan.config.concurrency):
             submit_next()
@@ -325,8 +357,8 @@ def _run_pending(plan: RunPlan, pending: list[Unit], writer: ResultWriter, on_re
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     running.discard(future)
-                    record, trace = future.result()
-                    writer.write(record, trace)
+                    record, trace, judge_trace = future.result()
+                    writer.write(record, trace, judge_trace)
                     if on_result:
                         on_result(record)
                     submit_next()

@@ -157,7 +157,10 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             response = fake.next_response(RecordedRequest("POST", self.path, headers, body))
             time.sleep(fake.latency_s)
-            self._send(response)
+            try:
+                self._send(response)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (a timeout test); nothing to answer
 
         def _send(self, response: FakeResponse) -> None:
             payload = response.body if isinstance(response.body, str) else json.dumps(response.body)
