@@ -67,3 +67,25 @@ def test_resume_runs_only_missing_units_and_reports_a_partial_line(tmp_path, scr
     records, warnings = read_results(plan.run_dir)
     assert sorted(r["task_id"] for r in records) == sorted(t.id for t in tasks)
     assert warnings == []  # the fragment of the cut record is gone
+
+
+def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, scripted_model):
+    """Scripted system and scripted judge: judge calls are metered apart and land in their own trace."""
+    report_task = next(t for t in load_benchmark("bundled") if t.question_type == "report")
+
+    def system_or_judge(request: ModelRequest, context: CallContext) -> Message:
+        if context.system == "judge":
+            return Message(role="assistant", content=json.dumps({"score": 1, "justification": "fine"}))
+        return tool_call_message("answer", {"answer": report_task.gold.report})
+
+    model = scripted_model(system_or_judge)
+    plan = make_plan(tmp_path, [report_task], model, ["tool_use"])
+    plan.judge = model
+    execute(plan)
+    record = records_of(plan.run_dir)[0]
+    assert record["scores"]["rs"] is not None and record["scores"]["sql_acc"] is not None
+    judge_trace = json.loads((plan.run_dir / record["judge_trace_file"]).read_text())
+    system_trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    assert judge_trace["steps"] and all(s["kind"] == "model_call" for s in judge_trace["steps"])
+    assert record["judge_usage"]["input_tokens"] > 0
+    assert record["model_calls"] == len([s for s in system_trace["steps"] if s["kind"] == "model_call"]) == 1
