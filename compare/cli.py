@@ -32,7 +32,7 @@ def _split(value: str | None) -> list[str] | None:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -150,6 +150,59 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory
     if not (run_dir / "manifest.json").exists():
         raise fail(f"{run_dir} is not a run directory (no manifest.json)")
     _write_summary(run_dir)
+
+
+@app.command("score")
+def score_command(
+    benchmark: Annotated[str, typer.Option(help="fdabench, dabstep, dab, dbgorilla or bundled.")],
+    tasks: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
+    predictions: Annotated[Path, typer.Option(help="JSONL of predictions made elsewhere.")] = Path("predictions.jsonl"),
+    out: Annotated[Path | None, typer.Option(help="Write one JSON line of metrics per prediction here.")] = None,
+) -> None:
+    """Score predictions produced elsewhere with the benchmark's official rules.
+
+    Exit status 1 when any prediction record could not be read (the others are still scored)."""
+    from evaluators import score
+    from evaluators.predictions import PredictionError, read_predictions
+    from tasks import benchmark_names, load_benchmark
+
+    if benchmark not in benchmark_names():
+        raise fail(f"unknown benchmark {benchmark!r}; valid: {', '.join(benchmark_names())}")
+    if not predictions.exists():
+        raise fail(f"predictions file not found: {predictions}")
+    try:
+        by_id = {task.id: task for task in load_benchmark(benchmark, tasks)}
+    except Exception as problem:  # a loader's TaskLoadError names file, line and field
+        raise fail(str(problem)) from None
+    rows, bad = [], 0
+    for item in read_predictions(predictions, benchmark, by_id):
+        if isinstance(item, PredictionError):
+            bad += 1
+            console.print(f"[red]bad record:[/red] {item}", highlight=False, soft_wrap=True)
+            continue
+        task, answer, trace = item
+        rows.append({"task_id": task.id, **score(task, answer, trace)})
+    if out is not None:
+        out.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    output.print(_metric_table(rows))
+    console.print(f"{len(rows)} predictions scored, {bad} bad record(s)", highlight=False)
+    raise typer.Exit(1 if bad else 0)
+
+
+def _metric_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    from evaluators.statistics import bootstrap_ci
+
+    table = Table(title="Scores (mean with 95% bootstrap CI)")
+    for column in ("metric", "n", "mean", "95% CI"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    metrics = sorted({key for row in rows for key, value in row.items() if isinstance(value, int | float)})
+    for metric in metrics:
+        values = [float(row[metric]) for row in rows if isinstance(row.get(metric), int | float)]
+        mean, low, high = bootstrap_ci(values)
+        table.add_row(metric, str(len(values)), f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]")
+    return table
 
 
 def main() -> None:

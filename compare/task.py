@@ -163,8 +163,10 @@ class Task(BaseModel):
         return self
 
     def for_agent(self) -> Task:
-        """The task as a system under test may see it: gold removed."""
-        return self.model_copy(update={"gold": None})
+        """The task as a system under test may see it: gold removed, and metadata keys starting
+        with `gold` (loaders keep raw gold material there, e.g. FDABench gold_subtasks)."""
+        metadata = {k: v for k, v in self.metadata.items() if not k.startswith("gold")}
+        return self.model_copy(update={"gold": None, "metadata": metadata})
 
 
 AnswerStatus = Literal[

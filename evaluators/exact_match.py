@@ -14,6 +14,8 @@ Letters are upper-cased; letters that are not options of the task make the answe
 Single choice is correct iff exactly the gold letter was chosen; multiple choice iff the
 chosen set equals the gold set.
 
+Multiple-choice partial credit is a separate metric, `jaccard` = |chosen ∩ gold| / |chosen ∪ gold|.
+
 Factoids: both sides are trimmed, case-folded, stripped of surrounding quotes and a
 trailing period. If both parse as numbers (after removing `$`, `%`, spaces and thousands
 commas), the prediction is rounded to the gold's number of decimals and compared;
@@ -105,3 +107,11 @@ def exact_match(task: Task, answer: Answer) -> float | None:
     if task.question_type == QuestionType.FACTOID:
         return factoid_match(answer.text, str(task.gold.answer))
     return None
+
+
+def jaccard(task: Task, answer: Answer) -> float:
+    """Partial credit for multiple choice: |chosen ∩ gold| / |chosen ∪ gold| (a separate metric,
+    never part of exact match; letters that are not options count against the answer)."""
+    chosen, gold = set(chosen_letters(answer)), set(gold_letters(task))
+    union = chosen | gold
+    return len(chosen & gold) / len(union) if union else 0.0

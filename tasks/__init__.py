@@ -18,7 +18,32 @@ def _bundled(path: Path | None) -> list[Task]:
     return load_bundled(path)
 
 
-BENCHMARKS: dict[str, Callable[[Path | None], list[Task]]] = {"bundled": _bundled}
+def _needs_path(name: str, load: Callable[[Path], list[Task]]) -> Callable[[Path | None], list[Task]]:
+    def loader(path: Path | None) -> list[Task]:
+        if path is None:
+            raise ValueError(f"the {name} benchmark needs its task files: give --tasks-path (compare score: --tasks)")
+        return load(path)
+
+    return loader
+
+
+def _dbgorilla(path: Path) -> list[Task]:
+    from tasks.dbgorilla import load_dbgorilla
+
+    return load_dbgorilla(path)
+
+
+def _dab(path: Path) -> list[Task]:
+    from tasks.dab import load_dab
+
+    return load_dab(path)
+
+
+BENCHMARKS: dict[str, Callable[[Path | None], list[Task]]] = {
+    "bundled": _bundled,
+    "dbgorilla": _needs_path("dbgorilla", _dbgorilla),
+    "dab": _needs_path("dab", _dab),
+}
 
 
 def benchmark_names() -> list[str]:

@@ -89,3 +89,26 @@ def test_all_means_the_four_workflow_patterns():
 
     assert _system_list(["all"]) == ["multi_agent", "planning", "reflection", "tool_use"]
     assert _system_list(["planning_static", "tool_use"]) == ["planning_static", "tool_use"]
+
+
+def test_score_command_scores_good_records_and_reports_bad_ones_by_line(tmp_path):
+    import json
+
+    from tasks import load_benchmark
+
+    tasks = [t for t in load_benchmark("bundled") if t.question_type != "report"][:3]
+    lines = [json.dumps({"task_id": t.id, "selected_answer": t.gold.answer}) for t in tasks]
+    lines.insert(1, '{"task_id": "BND001", "selected_answer": ')  # truncated line
+    lines.append(json.dumps({"task_id": "NOPE", "selected_answer": "A"}))
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "scores.jsonl"
+    result = runner.invoke(
+        app, ["score", "--benchmark", "bundled", "--predictions", str(predictions), "--out", str(out)]
+    )
+    assert result.exit_code == 1
+    assert "predictions.jsonl:2" in result.output and "predictions.jsonl:5" in result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in rows] == [t.id for t in tasks]
+    assert all(r["exact_match"] == 1.0 for r in rows)
+    assert "3 predictions scored, 2 bad record(s)" in result.output

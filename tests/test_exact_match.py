@@ -60,3 +60,13 @@ def test_factoid_numbers_and_strings():
 def test_tasks_without_gold_are_not_scored():
     task = Task(id="t", benchmark="b", question="q", question_type=QuestionType.FACTOID)
     assert exact_match(task, Answer(text="5")) is None
+
+
+def test_multiple_choice_jaccard_is_partial_credit():
+    from evaluators.exact_match import jaccard
+
+    task = choice_task(QuestionType.MULTIPLE_CHOICE, ["B", "C", "E"])
+    assert jaccard(task, Answer(choices=["B", "C", "E"])) == 1.0
+    assert jaccard(task, Answer(choices=["B", "C"])) == 2 / 3
+    assert jaccard(task, Answer(choices=["B", "F"])) == 1 / 4
+    assert jaccard(task, Answer(text="no letters here")) == 0.0

@@ -99,8 +99,9 @@ def test_one_shape_for_all_four_benchmarks():
 
 
 def test_agent_never_sees_gold():
-    task = fdabench_report()
+    task = fdabench_report().model_copy(update={"metadata": {"gold_subtasks": [{"tool": "x"}], "db": "pb"}})
     assert task.for_agent().gold is None
+    assert task.for_agent().metadata == {"db": "pb"}
     assert task.gold is not None  # the original keeps it for scoring
 
 

@@ -1,0 +1,192 @@
+"""Statistics for comparing systems: bootstrap intervals, paired tests, pass@k, stratified means.
+
+- `bootstrap_ci`: percentile bootstrap interval of a mean.
+- `paired_bootstrap`: the mean difference of two systems scored on the same tasks, its
+  interval, and a two-sided bootstrap p-value.
+- `mcnemar`: McNemar's test on paired correct/incorrect outcomes (exact or chi-square).
+- `pass_at_k`: the unbiased pass@k estimator of Chen et al. (2021).
+- `stratified_mean`: mean per group, then the unweighted mean of the group means.
+
+Every resampling function is deterministic for a given seed (numpy's PCG64 generator).
+Fewer than two observations give NaN interval bounds (and p-value): one value carries no
+information about spread, and a degenerate [v, v] interval would look like certainty.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+MAX_DRAWS_PER_CHUNK = 2_000_000  # resample indices drawn at once, so large inputs stay within memory
+EXACT_BELOW = 25  # McNemar: exact binomial test below this many discordant pairs, chi-square from it on
+
+
+class BootstrapCI(NamedTuple):
+    mean: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """a − b on aligned tasks: mean difference, its interval, two-sided p-value of ≠ 0."""
+
+    mean_difference: float
+    low: float
+    high: float
+    p_value: float
+    n: int
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """b01: a wrong and b right; b10: a right and b wrong. `statistic` is min(b01, b10) for
+    the exact test and the continuity-corrected chi-square value otherwise."""
+
+    b01: int
+    b10: int
+    statistic: float
+    p_value: float
+    method: Literal["exact", "chi2"]
+
+
+def _as_array(values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or not np.all(np.isfinite(array)):
+        raise ValueError("values must be a flat sequence of finite numbers")
+    return array
+
+
+def _check(confidence: float, resamples: int) -> None:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+
+
+def _bootstrap_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """Means of `resamples` samples drawn with replacement, each of size len(values)."""
+    rng = np.random.default_rng(seed)
+    n = len(values)
+    chunk = max(1, MAX_DRAWS_PER_CHUNK // n)
+    means = [
+        values[rng.integers(0, n, size=(min(chunk, resamples - start), n))].mean(axis=1)
+        for start in range(0, resamples, chunk)
+    ]
+    return np.concatenate(means)
+
+
+def _percentiles(means: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> BootstrapCI:
+    """(sample mean, low, high): the (1 − confidence)/2 and (1 + confidence)/2 percentiles of
+    the means of `resamples` resamples with replacement.
+
+    No values: (NaN, NaN, NaN). One value: (value, NaN, NaN).
+    """
+    _check(confidence, resamples)
+    array = _as_array(values)
+    if len(array) == 0:
+        return BootstrapCI(math.nan, math.nan, math.nan)
+    mean = float(array.mean())
+    if len(array) == 1:
+        return BootstrapCI(mean, math.nan, math.nan)
+    return BootstrapCI(mean, *_percentiles(_bootstrap_means(array, resamples, seed), confidence))
+
+
+def paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> PairedResult:
+    """Paired bootstrap of d = a − b, where a[i] and b[i] are the scores of the same task.
+
+    Tasks are resampled (pairs stay together). The interval is the percentile interval of
+    the resampled mean differences d*. The p-value tests mean(d) ≠ 0 with the bootstrap
+    distribution shifted to the null (centred on 0):
+    p = (1 + #{|d* − mean(d)| ≥ |mean(d)|}) / (resamples + 1); the +1 keeps p above 0.
+    Fewer than two tasks: NaN interval and p-value.
+    """
+    _check(confidence, resamples)
+    first, second = _as_array(a), _as_array(b)
+    if len(first) != len(second):
+        raise ValueError(f"a and b must be aligned by task: {len(first)} vs {len(second)} values")
+    differences = first - second
+    n = len(differences)
+    if n < 2:
+        mean = float(differences.mean()) if n else math.nan
+        return PairedResult(mean, math.nan, math.nan, math.nan, n)
+    mean = float(differences.mean())
+    means = _bootstrap_means(differences, resamples, seed)
+    extreme = int(np.count_nonzero(np.abs(means - mean) >= abs(mean)))
+    p_value = (1 + extreme) / (resamples + 1)
+    return PairedResult(mean, *_percentiles(means, confidence), p_value=p_value, n=n)
+
+
+def _binomial_two_sided(successes: int, trials: int) -> float:
+    """Exact two-sided p-value of `successes` under Binomial(trials, 1/2): 2·P(X ≤ min(k, n−k)), capped at 1."""
+    smaller = min(successes, trials - successes)
+    tail = sum(math.comb(trials, i) for i in range(smaller + 1)) / 2**trials
+    return min(1.0, 2 * tail)
+
+
+def mcnemar(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> McNemarResult:
+    """McNemar's test of whether systems a and b (same tasks, aligned) differ in accuracy.
+
+    Only discordant pairs count. With n = b01 + b10 < 25 the exact binomial test is used
+    (p = 2·P(X ≤ min(b01, b10)), X ~ Binomial(n, 1/2), capped at 1); otherwise the
+    chi-square statistic with continuity correction, (|b01 − b10| − 1)² / n, on one degree
+    of freedom (p = erfc(√(χ²/2))). No discordant pair: p = 1.
+    """
+    if len(a_correct) != len(b_correct):
+        raise ValueError(f"a and b must be aligned by task: {len(a_correct)} vs {len(b_correct)} outcomes")
+    b01 = sum(not a and bool(b) for a, b in zip(a_correct, b_correct, strict=True))
+    b10 = sum(bool(a) and not b for a, b in zip(a_correct, b_correct, strict=True))
+    discordant = b01 + b10
+    if discordant < EXACT_BELOW:
+        return McNemarResult(b01, b10, float(min(b01, b10)), _binomial_two_sided(b01, discordant), "exact")
+    chi2 = (abs(b01 - b10) - 1) ** 2 / discordant
+    return McNemarResult(b01, b10, chi2, math.erfc(math.sqrt(chi2 / 2)), "chi2")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n trials of which c passed: 1 − C(n−c, k) / C(n, k).
+
+    That is the probability that k trials drawn without replacement from the n include at
+    least one pass: 1.0 when n − c < k (every draw of k holds a pass), 0.0 when c = 0.
+    Requires n ≥ 1, 0 ≤ c ≤ n and 1 ≤ k ≤ n; anything else is a ValueError.
+    """
+    if n < 1:
+        raise ValueError(f"pass@k needs at least one trial, got n={n}")
+    if not 0 <= c <= n:
+        raise ValueError(f"the number of passing trials must lie in [0, n={n}], got c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"k must lie in [1, n={n}], got k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)  # exact integers, one correctly rounded division
+
+
+def stratified_mean(values_by_group: Mapping[str, Sequence[float]]) -> float:
+    """The mean of each group, then the unweighted mean of those means (every group counts
+    equally, whatever its size). No groups: NaN. An empty group is a ValueError, because
+    dropping it silently would change the other groups' weights."""
+    if not values_by_group:
+        return math.nan
+    empty = sorted(group for group, values in values_by_group.items() if len(values) == 0)
+    if empty:
+        raise ValueError(f"groups without values: {empty}")
+    return float(np.mean([np.mean(_as_array(values)) for values in values_by_group.values()]))

@@ -1,0 +1,186 @@
+"""Load DBGorilla (`synthetic-weaviate-queries-with-schemas.json`) as function-calling `Task`s.
+
+The file is a JSON list of `{database_schema, query}` records (FORMATS.md). Record i becomes task
+`dbgorilla-<i>`; a record carrying `index` (our 40-record sample keeps each record's position in
+the full file) uses that instead, so sample ids match the full benchmark's. Errors name the
+record by its 0-based position in the file being loaded.
+
+Each task offers exactly one tool, `query_database`, built from the record's schema the way the
+DBGorilla experiments build it: `collection_name` (an enum of the collection names, the only
+required argument), `search_query`, three filter and three aggregation objects and
+`groupby_property`. The description lists every collection with its properties, their data types
+and descriptions. `property_name` is deliberately a free string, not an enum of the schema's
+properties of the matching type: the published gold itself is not type-consistent (in our
+sample 6 of 40 gold calls put a boolean or number property in `text_property_filter`), so typed
+enums would make those gold calls impossible to express, and the original tool has none either.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from compare.task import Gold, QuestionType, Task, ToolCall
+from tasks.errors import TaskLoadError
+
+BENCHMARK = "dbgorilla"
+TOOL_NAME = "query_database"
+FILTER_OPERATORS = {"integer": ["=", "<", ">", "<=", ">="], "text": ["=", "LIKE"], "boolean": ["=", "!="]}
+AGGREGATION_METRICS = {
+    "integer": ["COUNT", "TYPE", "MIN", "MAX", "MEAN", "MEDIAN", "MODE", "SUM"],
+    "text": ["COUNT", "TYPE", "TOP_OCCURRENCES"],
+    "boolean": ["COUNT", "TYPE", "TOTAL_TRUE", "TOTAL_FALSE", "PERCENTAGE_TRUE", "PERCENTAGE_FALSE"],
+}
+VALUE_TYPES = {"integer": "number", "text": "string", "boolean": "boolean"}  # JSON-schema type of a filter value
+KIND_WORDS = {"integer": "numeric", "text": "text", "boolean": "boolean"}  # "integer" filters take any number
+STRING_FIELDS = ("search_query", "groupby_property")
+OBJECT_FIELDS = tuple(f"{kind}_property_{part}" for part in ("filter", "aggregation") for kind in FILTER_OPERATORS)
+ARGUMENT_FIELDS = ("search_query", *OBJECT_FIELDS, "groupby_property")  # the gold call's optional arguments
+
+
+def load_dbgorilla(path: Path) -> list[Task]:
+    """Read the DBGorilla query file `path` (a JSON list of records) as tasks.
+    Raises TaskLoadError naming the file, the record's position and the field of the first bad record."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskLoadError(path, None, None, "task file not found")
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    if not isinstance(records, list):
+        raise TaskLoadError(path, None, None, f"expected a JSON list of records, got {type(records).__name__}")
+    return [parse_record(path, position, record) for position, record in enumerate(records)]
+
+
+def parse_record(path: Path, position: int, record: Any) -> Task:
+    """One record as a Task; `position` is its place in the file (the task number unless it has `index`)."""
+    if not isinstance(record, dict):
+        raise TaskLoadError(path, position, None, f"expected a JSON object, got {type(record).__name__}")
+    schema = _schema(path, position, record.get("database_schema"))
+    query = _query(path, position, record.get("query"))
+    number = record.get("index", position)
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise TaskLoadError(path, position, "index", f"expected an integer, got {number!r}")
+    arguments = {"collection_name": query["target_collection"]}
+    arguments |= {field: query[field] for field in ARGUMENT_FIELDS if query.get(field) is not None}
+    return Task(
+        id=f"{BENCHMARK}-{number}",
+        benchmark=BENCHMARK,
+        question=query["corresponding_natural_language_query"],
+        question_type=QuestionType.FUNCTION_CALL,
+        tools=[TOOL_NAME],  # the benchmark offers this one tool and nothing else
+        tool_specs=[query_database_spec(schema)],
+        max_steps=1,
+        metadata={"gold_query": query},  # the raw gold for the official AST scorer
+        gold=Gold(tool_call=ToolCall(name=TOOL_NAME, arguments=arguments)),
+    )
+
+
+def _schema(path: Path, position: int, raw: Any) -> dict[str, Any]:
+    """The record's `database_schema`: a JSON string of {weaviate_collections: [...]}, checked."""
+    if not isinstance(raw, str):
+        raise TaskLoadError(path, position, "database_schema", f"expected a JSON string, got {type(raw).__name__}")
+    try:
+        schema = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, position, "database_schema", f"invalid JSON: {error.msg}") from error
+    collections = schema.get("weaviate_collections") if isinstance(schema, dict) else None
+    if not isinstance(collections, list) or not collections:
+        raise TaskLoadError(path, position, "database_schema.weaviate_collections", "expected a non-empty list")
+    for number, collection in enumerate(collections):
+        _check_collection(path, position, f"database_schema.weaviate_collections.{number}", collection)
+    return schema
+
+
+def _check_collection(path: Path, position: int, field: str, collection: Any) -> None:
+    if not isinstance(collection, dict) or not isinstance(collection.get("name"), str):
+        raise TaskLoadError(path, position, f"{field}.name", "expected a collection with a string name")
+    properties = collection.get("properties")
+    if not isinstance(properties, list):
+        raise TaskLoadError(path, position, f"{field}.properties", "expected a list")
+    for number, prop in enumerate(properties):
+        where = f"{field}.properties.{number}"
+        if not isinstance(prop, dict) or not isinstance(prop.get("name"), str):
+            raise TaskLoadError(path, position, f"{where}.name", "expected a property with a string name")
+        types = prop.get("data_type")
+        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+            raise TaskLoadError(path, position, f"{where}.data_type", "expected a non-empty list of type names")
+
+
+def _query(path: Path, position: int, query: Any) -> dict[str, Any]:
+    """The record's gold `query`, checked field by field (absent optional parts count as null)."""
+    if not isinstance(query, dict):
+        raise TaskLoadError(path, position, "query", f"expected a JSON object, got {type(query).__name__}")
+    for field in ("corresponding_natural_language_query", "target_collection"):
+        if not isinstance(query.get(field), str) or not query[field].strip():
+            raise TaskLoadError(path, position, f"query.{field}", "expected a non-empty string")
+    for field in OBJECT_FIELDS:
+        if query.get(field) is not None and not isinstance(query[field], dict):
+            raise TaskLoadError(path, position, f"query.{field}", "expected an object or null")
+    for field in STRING_FIELDS:
+        if query.get(field) is not None and not isinstance(query[field], str):
+            raise TaskLoadError(path, position, f"query.{field}", "expected a string or null")
+    return query
+
+
+def query_database_spec(schema: dict[str, Any]) -> dict[str, Any]:
+    """The `query_database` tool spec ({name, description, parameters}) for a parsed
+    `{weaviate_collections: [...]}` schema."""
+    collections = schema["weaviate_collections"]
+    properties: dict[str, Any] = {
+        "collection_name": {
+            "type": "string",
+            "description": "The collection to query.",
+            "enum": [collection["name"] for collection in collections],
+        },
+        "search_query": {"type": "string", "description": "A search query to return objects from a search index."},
+    }
+    for kind, operators in FILTER_OPERATORS.items():
+        properties[f"{kind}_property_filter"] = _filter_parameter(kind, operators)
+    for kind, metrics in AGGREGATION_METRICS.items():
+        properties[f"{kind}_property_aggregation"] = _aggregation_parameter(kind, metrics)
+    properties["groupby_property"] = {"type": "string", "description": "Group the results by a property."}
+    return {
+        "name": TOOL_NAME,
+        "description": "Query a database.\n\nAvailable collections in this database:\n" + describe_collections(schema),
+        "parameters": {"type": "object", "properties": properties, "required": ["collection_name"]},
+    }
+
+
+def describe_collections(schema: dict[str, Any]) -> str:
+    """Each collection's name and its properties as `- name (type): description` lines."""
+    blocks = []
+    for collection in schema["weaviate_collections"]:
+        lines = [f"Collection Name: {collection['name']}", "Properties:"]
+        for prop in collection["properties"]:
+            described = f": {prop['description']}" if prop.get("description") else ""
+            lines.append(f"- {prop['name']} ({', '.join(prop['data_type'])}){described}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _filter_parameter(kind: str, operators: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": f"Filter the objects on a {KIND_WORDS[kind]} property.",
+        "properties": {
+            "property_name": {"type": "string"},
+            "operator": {"type": "string", "enum": operators},
+            "value": {"type": VALUE_TYPES[kind]},
+        },
+        "required": ["property_name", "operator", "value"],
+    }
+
+
+def _aggregation_parameter(kind: str, metrics: list[str]) -> dict[str, Any]:
+    fields: dict[str, Any] = {"property_name": {"type": "string"}, "metrics": {"type": "string", "enum": metrics}}
+    if kind == "text":
+        fields["top_occurrences_limit"] = {"type": "integer"}
+    return {
+        "type": "object",
+        "description": f"Aggregate a {KIND_WORDS[kind]} property over the (filtered) objects.",
+        "properties": fields,
+        "required": ["property_name", "metrics"],
+    }
