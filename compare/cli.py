@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from compare.config import ConfigError, RunConfig, load_run_config
 from compare.run import execute, plan_run, read_results
-from reports import markdown, rich_table, summarize
+from reports import markdown, pairwise, rich_table, summarize
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
 console = Console(stderr=True)
@@ -138,7 +138,7 @@ def _write_summary(run_dir: Path) -> list[dict[str, Any]]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     rows = summarize(records)
-    (run_dir / "summary.md").write_text(markdown(rows, manifest), encoding="utf-8")
+    (run_dir / "summary.md").write_text(markdown(rows, manifest, pairwise(records)), encoding="utf-8")
     output.print(rich_table(rows))
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
     return records

@@ -1,5 +1,5 @@
 """Turning run directories into tables and pages."""
 
-from reports.summary import SummaryRow, markdown, rich_table, summarize
+from reports.summary import PairRow, SummaryRow, markdown, pairwise, rich_table, summarize
 
-__all__ = ["SummaryRow", "markdown", "rich_table", "summarize"]
+__all__ = ["PairRow", "SummaryRow", "markdown", "pairwise", "rich_table", "summarize"]

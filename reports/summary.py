@@ -1,7 +1,10 @@
-"""The comparison summary of a run directory: one row per system × model.
+"""The comparison summary of a run directory: one row per system × model, and paired tests.
 
-Every number is an average over the result records (results.jsonl) of that row;
-exact match is averaged only over tasks that have a gold answer of a choice/factoid type.
+Every number is an average over the result records (results.jsonl) of that row. Accuracy
+is the benchmark's correctness metric (`exact_match`, or `correct` for DABstep/DAB),
+averaged over the records that have it, with a 95% bootstrap confidence interval. Paired
+comparisons use the tasks both rows answered: McNemar's test on correctness and a paired
+bootstrap of the accuracy difference.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.table import Table
+
+from evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap
 
 PHASES = ("decision", "execute", "retry", "generate", "other")
 
@@ -24,9 +29,12 @@ class SummaryRow(BaseModel):
     errors: int
     unavailable: int
     stopped_by_budget: int
-    exact_match: float | None
-    exact_match_by_type: dict[str, float]
-    exact_match_n: int
+    accuracy: float | None
+    accuracy_ci: tuple[float, float] | None
+    accuracy_by_type: dict[str, float]
+    accuracy_n: int
+    tos: float | None  # tool orchestration score, over tasks with a gold DAG
+    rs: float | None  # rubric score of reports (needs --judge)
     rouge_l: float | None
     mean_latency_s: float
     mean_latency_by_phase_s: dict[str, float]
@@ -34,7 +42,19 @@ class SummaryRow(BaseModel):
     mean_tool_calls: float
     mean_input_tokens: float
     mean_output_tokens: float
+    mean_reasoning_tokens: float
     total_cost_usd: float
+    cost_per_correct_usd: float | None  # total cost / correct answers
+
+
+class PairRow(BaseModel):
+    first: str  # "system/model"
+    second: str
+    tasks: int  # answered by both
+    accuracy_difference: float  # first − second
+    difference_ci: tuple[float, float]
+    bootstrap_p: float
+    mcnemar_p: float
 
 
 def _mean(values: list[float]) -> float | None:
@@ -48,12 +68,20 @@ def summarize(records: list[dict[str, Any]]) -> list[SummaryRow]:
     return [_row(system, model, rows) for (system, model), rows in sorted(groups.items())]
 
 
+def correctness(record: dict[str, Any]) -> float | None:
+    scores = record["scores"]
+    return scores.get("exact_match", scores.get("correct"))
+
+
 def _row(system: str, model: str, rows: list[dict[str, Any]]) -> SummaryRow:
-    scored = [r for r in rows if r["scores"].get("exact_match") is not None]
+    scored = [r for r in rows if correctness(r) is not None]
     by_type: dict[str, list[float]] = defaultdict(list)
     for r in scored:
-        by_type[r["question_type"]].append(r["scores"]["exact_match"])
+        by_type[r["question_type"]].append(correctness(r))
     statuses = [r["status"] for r in rows]
+    accuracy = bootstrap_ci([correctness(r) for r in scored]) if len(scored) > 1 else None
+    correct = sum(correctness(r) == 1.0 for r in scored)
+    total_cost = sum(r["usage"]["cost_usd"] for r in rows)
     return SummaryRow(
         system=system,
         model=model,
@@ -62,9 +90,12 @@ def _row(system: str, model: str, rows: list[dict[str, Any]]) -> SummaryRow:
         errors=statuses.count("error"),
         unavailable=statuses.count("data_unavailable"),
         stopped_by_budget=sum(s in ("max_steps", "max_tokens", "time_limit") for s in statuses),
-        exact_match=_mean([r["scores"]["exact_match"] for r in scored]),
-        exact_match_by_type={t: mean(v) for t, v in sorted(by_type.items())},
-        exact_match_n=len(scored),
+        accuracy=_mean([correctness(r) for r in scored]),
+        accuracy_ci=(accuracy.low, accuracy.high) if accuracy else None,
+        accuracy_by_type={t: mean(v) for t, v in sorted(by_type.items())},
+        accuracy_n=len(scored),
+        tos=_mean([r["scores"]["tos"] for r in rows if r["scores"].get("tos") is not None]),
+        rs=_mean([r["scores"]["rs"] for r in rows if r["scores"].get("rs") is not None]),
         rouge_l=_mean([r["scores"]["rougeL_f"] for r in rows if "rougeL_f" in r["scores"]]),
         mean_latency_s=mean(r["latency_s"] for r in rows),
         mean_latency_by_phase_s={
@@ -74,8 +105,40 @@ def _row(system: str, model: str, rows: list[dict[str, Any]]) -> SummaryRow:
         mean_tool_calls=mean(len(r["tool_calls"]) for r in rows),
         mean_input_tokens=mean(r["usage"]["input_tokens"] for r in rows),
         mean_output_tokens=mean(r["usage"]["output_tokens"] for r in rows),
-        total_cost_usd=sum(r["usage"]["cost_usd"] for r in rows),
+        mean_reasoning_tokens=mean(r["usage"]["reasoning_tokens"] for r in rows),
+        total_cost_usd=total_cost,
+        cost_per_correct_usd=total_cost / correct if correct else None,
     )
+
+
+def pairwise(records: list[dict[str, Any]]) -> list[PairRow]:
+    """Every pair of system/model rows, compared on the tasks (and epochs) both have a verdict for."""
+    verdicts: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
+    for r in records:
+        if correctness(r) is not None:
+            verdicts[f"{r['system']}/{r['model']}"][(r["task_id"], r["epoch"])] = correctness(r)
+    pairs = []
+    names = sorted(verdicts)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            common = sorted(verdicts[first].keys() & verdicts[second].keys())
+            if len(common) < 2:
+                continue
+            a = [verdicts[first][k] for k in common]
+            b = [verdicts[second][k] for k in common]
+            paired = paired_bootstrap(a, b)
+            pairs.append(
+                PairRow(
+                    first=first,
+                    second=second,
+                    tasks=len(common),
+                    accuracy_difference=paired.mean_difference,
+                    difference_ci=(paired.low, paired.high),
+                    bootstrap_p=paired.p_value,
+                    mcnemar_p=mcnemar([x == 1.0 for x in a], [y == 1.0 for y in b]).p_value,
+                )
+            )
+    return pairs
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -89,16 +152,20 @@ COLUMNS = [
     ("completed", lambda r: str(r.completed)),
     ("errors", lambda r: str(r.errors)),
     ("budget stops", lambda r: str(r.stopped_by_budget)),
-    ("EM", lambda r: f"{_fmt(r.exact_match)} (n={r.exact_match_n})"),
-    ("EM single", lambda r: _fmt(r.exact_match_by_type.get("single_choice"))),
-    ("EM multi", lambda r: _fmt(r.exact_match_by_type.get("multiple_choice"))),
-    ("EM factoid", lambda r: _fmt(r.exact_match_by_type.get("factoid"))),
+    ("accuracy", lambda r: f"{_fmt(r.accuracy)} (n={r.accuracy_n})"),
+    ("95% CI", lambda r: "–" if r.accuracy_ci is None else f"[{r.accuracy_ci[0]:.3f}, {r.accuracy_ci[1]:.3f}]"),
+    ("EX single", lambda r: _fmt(r.accuracy_by_type.get("single_choice"))),
+    ("EX multi", lambda r: _fmt(r.accuracy_by_type.get("multiple_choice"))),
+    ("factoid", lambda r: _fmt(r.accuracy_by_type.get("factoid"))),
+    ("TOS", lambda r: _fmt(r.tos)),
+    ("RS", lambda r: _fmt(r.rs)),
     ("ROUGE-L", lambda r: _fmt(r.rouge_l)),
     ("latency s", lambda r: _fmt(r.mean_latency_s, 1)),
     ("model calls", lambda r: _fmt(r.mean_model_calls, 1)),
     ("tool calls", lambda r: _fmt(r.mean_tool_calls, 1)),
     ("tokens in/out", lambda r: f"{r.mean_input_tokens:.0f}/{r.mean_output_tokens:.0f}"),
     ("cost $", lambda r: f"{r.total_cost_usd:.4f}"),
+    ("$ per correct", lambda r: "–" if r.cost_per_correct_usd is None else f"{r.cost_per_correct_usd:.4f}"),
 ]
 
 
@@ -109,7 +176,7 @@ CONSOLE_COLUMNS = [
     ("tasks", lambda r: str(r.tasks)),
     ("done", lambda r: str(r.completed)),
     ("err", lambda r: str(r.errors)),
-    ("EM", lambda r: _fmt(r.exact_match, 2)),
+    ("acc", lambda r: _fmt(r.accuracy, 2)),
     ("s/task", lambda r: _fmt(r.mean_latency_s, 1)),
     ("calls", lambda r: _fmt(r.mean_model_calls, 1)),
     ("$", lambda r: f"{r.total_cost_usd:.4f}"),
@@ -125,7 +192,7 @@ def rich_table(rows: list[SummaryRow]) -> Table:
     return table
 
 
-def markdown(rows: list[SummaryRow], manifest: dict[str, Any]) -> str:
+def markdown(rows: list[SummaryRow], manifest: dict[str, Any], pairs: list[PairRow] | None = None) -> str:
     m, config = manifest, manifest.get("config", {})
     lines = [
         f"# Run summary: {m.get('benchmark', '?')}",
@@ -143,9 +210,22 @@ def markdown(rows: list[SummaryRow], manifest: dict[str, Any]) -> str:
     for row in rows:
         phases = " | ".join(_fmt(row.mean_latency_by_phase_s[p], 2) for p in PHASES)
         lines.append(f"| {row.system} | {row.model} | {phases} |")
+    if pairs:
+        lines += ["", "## Paired comparisons (tasks both answered)", ""]
+        lines += [
+            "| first | second | tasks | accuracy difference | 95% CI | bootstrap p | McNemar p |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for p in pairs:
+            ci = f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
+            lines.append(
+                f"| {p.first} | {p.second} | {p.tasks} | {p.accuracy_difference:+.3f} | {ci} | "
+                f"{p.bootstrap_p:.3f} | {p.mcnemar_p:.3f} |"
+            )
     lines += [
         "",
-        "EM = exact match over tasks with a gold choice/factoid answer (rules: evaluators/exact_match.py).",
+        "accuracy = the benchmark's correctness metric (exact match; `correct` for DABstep/DAB), with a 95%",
+        "bootstrap CI. TOS = tool orchestration score against the gold DAG. RS = rubric score (needs --judge).",
         "'other' = wall time outside any model or tool call.",
     ]
     return "\n".join(lines) + "\n"

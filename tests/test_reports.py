@@ -1,0 +1,41 @@
+"""The summary of a run directory: accuracy with a CI, cost per correct answer, paired tests."""
+
+from reports import pairwise, summarize
+
+
+def record(system, task, correct, cost=0.01):
+    return {
+        "system": system,
+        "model": "m",
+        "task_id": task,
+        "epoch": 1,
+        "question_type": "single_choice",
+        "status": "completed",
+        "scores": {"exact_match": correct},
+        "latency_s": 1.0,
+        "latency_by_phase": {"decision": {"latency_s": 0.6}, "other": {"latency_s": 0.4}},
+        "model_calls": 2,
+        "tool_calls": [],
+        "usage": {"input_tokens": 10, "output_tokens": 5, "reasoning_tokens": 1, "cost_usd": cost},
+    }
+
+
+def test_rows_report_accuracy_ci_and_cost_per_correct():
+    records = [record("a", f"T{i}", 1.0 if i < 6 else 0.0) for i in range(10)]
+    (row,) = summarize(records)
+    assert row.accuracy == 0.6 and row.accuracy_n == 10
+    low, high = row.accuracy_ci
+    assert low < 0.6 < high
+    assert abs(row.cost_per_correct_usd - 0.10 / 6) < 1e-12
+    assert row.mean_latency_by_phase_s["decision"] == 0.6
+
+
+def test_pairwise_compares_systems_on_common_tasks():
+    # b01 = 1 (a wrong, b right), b10 = 9 (a right, b wrong): exact McNemar p = 2·P(X ≤ 1 | 10, ½) = 0.0215
+    a = [record("a", f"T{i}", 1.0 if i < 9 else 0.0) for i in range(10)]
+    b = [record("b", f"T{i}", 1.0 if i == 9 else 0.0) for i in range(10)]
+    (pair,) = pairwise(a + b + [record("b", "only-b", 1.0)])
+    assert (pair.first, pair.second, pair.tasks) == ("a/m", "b/m", 10)
+    assert abs(pair.accuracy_difference - 0.8) < 1e-12
+    assert abs(pair.mcnemar_p - 22 / 1024) < 1e-9
+    assert pair.difference_ci[0] > 0
