@@ -27,6 +27,18 @@ def _needs_path(name: str, load: Callable[[Path], list[Task]]) -> Callable[[Path
     return loader
 
 
+def _fdabench(path: Path) -> list[Task]:
+    from tasks.fdabench import load_fdabench
+
+    return load_fdabench(path)
+
+
+def _dabstep(path: Path) -> list[Task]:
+    from tasks.dabstep import load_dabstep
+
+    return load_dabstep(path)
+
+
 def _dbgorilla(path: Path) -> list[Task]:
     from tasks.dbgorilla import load_dbgorilla
 
@@ -41,6 +53,8 @@ def _dab(path: Path) -> list[Task]:
 
 BENCHMARKS: dict[str, Callable[[Path | None], list[Task]]] = {
     "bundled": _bundled,
+    "fdabench": _needs_path("fdabench", _fdabench),
+    "dabstep": _needs_path("dabstep", _dabstep),
     "dbgorilla": _needs_path("dbgorilla", _dbgorilla),
     "dab": _needs_path("dab", _dab),
 }

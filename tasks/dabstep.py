@@ -1,0 +1,159 @@
+"""Load DABstep (Adyen's multi-step reasoning over payments data) as factoid `Task`s.
+
+`load_dabstep(path)`: `path` is a folder holding the context files and a tasks file, or the tasks
+JSON Lines file itself with the context files beside it. In a folder the tasks file is the first
+of `tasks.jsonl` (a name you choose), `dev.jsonl` (the split published with answers, so a run can
+be scored here), `all.jsonl` (the 450 tasks; answers held by the leaderboard); pass the file to
+pick another.
+
+Each line: `task_id`, `question`, `guidelines` (answer format, shown to the agent as
+Task.guidelines), `level` (easy/hard), `answer` (dev split only → gold.answer, else None).
+Every task gets the context folder as `data_dir` (file and Python tools read it) and as a FILES
+data source.
+
+payments.csv (~138k rows) is often absent (it is not in our samples). Tasks still load: some
+questions are answerable from the other files (e.g. fee rules in fees.json). Every task carries
+`metadata["needs_payments"]`, a keyword heuristic, neither complete nor exact: True when the
+question mentions payments, transactions, fraud, shoppers or a merchant named in
+merchant_data.json, unless it asks about a hypothetical transaction ("a transaction value of 10
+EUR"), which only the fee rules answer. `dabstep_missing_files(path)` lists the context files
+that are missing (or are Git LFS pointers), for the caller to print.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
+from tasks.errors import TaskLoadError
+
+BENCHMARK = "dabstep"
+TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
+CONTEXT_FILES = (
+    "payments.csv",
+    "payments-readme.md",
+    "fees.json",
+    "merchant_data.json",
+    "merchant_category_codes.csv",
+    "acquirer_countries.csv",
+    "manual.md",
+)
+MERCHANTS_FILE = "merchant_data.json"
+LFS_MAGIC = b"version https://git-lfs"
+ACTIVITY = re.compile(r"\b(payments?|transactions?|fraud\w*|shoppers?)\b", re.IGNORECASE)
+HYPOTHETICAL = re.compile(r"\ba transaction value of\b", re.IGNORECASE)
+
+
+def load_dabstep(path: Path) -> list[Task]:
+    """The tasks of a DABstep folder or tasks file (see the module docstring). Raises TaskLoadError."""
+    tasks_file, context = _locate(Path(path))
+    merchants = _merchant_names(context / MERCHANTS_FILE)
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
+    for number, line in enumerate(tasks_file.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line.strip():
+            continue
+        task = _parse_line(tasks_file, number, line, context, merchants)
+        if task.id in seen:
+            raise TaskLoadError(tasks_file, number, "task_id", f"duplicate task id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
+    return tasks
+
+
+def dabstep_missing_files(path: Path) -> list[str]:
+    """One warning per context file that is missing or only a Git LFS pointer; [] when all are there."""
+    path = Path(path)
+    context = path if path.is_dir() else path.parent
+    warnings = []
+    for name in CONTEXT_FILES:
+        file = context / name
+        if not file.is_file():
+            warnings.append(f"{name} is missing from {context}")
+        elif _is_lfs_pointer(file):
+            warnings.append(f"{name} in {context} is a Git LFS pointer, not the data (run git lfs pull)")
+    return warnings
+
+
+def needs_payments(question: str, merchants: set[str]) -> bool:
+    """Whether the question looks like it needs payments.csv (the heuristic of the module docstring)."""
+    if HYPOTHETICAL.search(question):
+        return False
+    return bool(ACTIVITY.search(question)) or any(merchant in question for merchant in merchants)
+
+
+def _locate(path: Path) -> tuple[Path, Path]:
+    """(tasks file, context folder)."""
+    if path.is_file():
+        return path, path.parent
+    if not path.is_dir():
+        raise TaskLoadError(path, None, None, "no such file or folder")
+    for name in TASK_FILES:
+        if (path / name).is_file():
+            return path / name, path
+    raise TaskLoadError(path, None, None, f"no DABstep tasks file (expected one of {', '.join(TASK_FILES)})")
+
+
+def _merchant_names(file: Path) -> set[str]:
+    if not file.is_file() or _is_lfs_pointer(file):
+        return set()
+    try:
+        merchants = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(file, error.lineno, None, f"invalid JSON: {error.msg}") from error
+    if not isinstance(merchants, list):
+        raise TaskLoadError(file, None, None, "expected a JSON list of merchants")
+    return {m["merchant"] for m in merchants if isinstance(m, dict) and isinstance(m.get("merchant"), str)}
+
+
+def _is_lfs_pointer(file: Path) -> bool:
+    with file.open("rb") as handle:
+        return handle.read(len(LFS_MAGIC)) == LFS_MAGIC
+
+
+def _parse_line(file: Path, number: int, line: str, context: Path, merchants: set[str]) -> Task:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(file, number, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    if not isinstance(record, dict):
+        raise TaskLoadError(file, number, None, f"expected a JSON object, got {type(record).__name__}")
+    task_id = _text(file, number, record, "task_id", required=True)
+    question = _text(file, number, record, "question", required=True)
+    try:
+        return Task(
+            id=task_id,
+            benchmark=BENCHMARK,
+            question=question,
+            question_type=QuestionType.FACTOID,
+            level=(_text(file, number, record, "level") or "").lower() or None,
+            guidelines=_text(file, number, record, "guidelines"),
+            data=[DataSource(name="context", kind=DataSourceKind.FILES, location=str(context.absolute()))],
+            data_dir=context.absolute(),
+            metadata={"needs_payments": needs_payments(question, merchants)},
+            gold=Gold(answer=_text(file, number, record, "answer")),
+        )
+    except ValidationError as error:
+        raise TaskLoadError.from_validation(file, number, error) from error
+
+
+def _text(file: Path, number: int, record: dict[str, Any], field: str, *, required: bool = False) -> str | None:
+    """A string field; task_id and answer may also be numbers (read as their text)."""
+    value = record.get(field)
+    if value is None:
+        if required:
+            raise TaskLoadError(file, number, field, "required field is missing")
+        return None
+    numeric = field in ("task_id", "answer") and isinstance(value, int | float) and not isinstance(value, bool)
+    if not isinstance(value, str) and not numeric:
+        raise TaskLoadError(file, number, field, f"expected a string, got {type(value).__name__}")
+    text = str(value)
+    if required and not text.strip():
+        raise TaskLoadError(file, number, field, "must not be empty")
+    return text
