@@ -138,7 +138,7 @@ def _write_summary(run_dir: Path) -> list[dict[str, Any]]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     rows = summarize(records)
-    (run_dir / "summary.md").write_text(markdown(rows, manifest, pairwise(records)), encoding="utf-8")
+    (run_dir / "summary.md").write_text(markdown(rows, manifest, pairwise(records), records), encoding="utf-8")
     output.print(rich_table(rows))
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
     return records
@@ -174,7 +174,7 @@ def score_command(
         by_id = {task.id: task for task in load_benchmark(benchmark, tasks)}
     except Exception as problem:  # a loader's TaskLoadError names file, line and field
         raise fail(str(problem)) from None
-    rows, bad = [], 0
+    rows, calls, bad = [], [], 0
     for item in read_predictions(predictions, benchmark, by_id):
         if isinstance(item, PredictionError):
             bad += 1
@@ -182,9 +182,12 @@ def score_command(
             continue
         task, answer, trace = item
         rows.append({"task_id": task.id, **score(task, answer, trace)})
+        calls.append((task, answer))
     if out is not None:
         out.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     output.print(_metric_table(rows))
+    if benchmark == "dbgorilla":
+        output.print(_dbgorilla_table(calls))
     console.print(f"{len(rows)} predictions scored, {bad} bad record(s)", highlight=False)
     raise typer.Exit(1 if bad else 0)
 
@@ -202,6 +205,21 @@ def _metric_table(rows: list[dict[str, Any]]) -> Any:
         values = [float(row[metric]) for row in rows if isinstance(row.get(metric), int | float)]
         mean, low, high = bootstrap_ci(values)
         table.add_row(metric, str(len(values)), f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]")
+    return table
+
+
+def _dbgorilla_table(calls: list[tuple[Any, Any]]) -> Any:
+    """The paper's aggregate metrics: routing, no-tool-call rate, per component, by argument count."""
+    from rich.table import Table
+
+    from evaluators.dbgorilla import prediction_from_tool_call, summarize_dbgorilla
+
+    pairs = [(prediction_from_tool_call(a.tool_call), prediction_from_tool_call(t.gold.tool_call)) for t, a in calls]
+    table = Table(title="DBGorilla aggregate metrics")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in summarize_dbgorilla(pairs).items():
+        table.add_row(name, "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
     return table
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
+from evaluators.dab import pass_at_k_table
 from evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap
 
 PHASES = ("decision", "execute", "retry", "generate", "other")
@@ -141,6 +142,10 @@ def pairwise(records: list[dict[str, Any]]) -> list[PairRow]:
     return pairs
 
 
+def _num(value: float) -> str:
+    return "–" if value != value else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"  # NaN → –
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -192,7 +197,55 @@ def rich_table(rows: list[SummaryRow]) -> Table:
     return table
 
 
-def markdown(rows: list[SummaryRow], manifest: dict[str, Any], pairs: list[PairRow] | None = None) -> str:
+CI_METRICS: dict[str, Any] = {
+    "latency s": lambda r: r["latency_s"],
+    "model calls": lambda r: r["model_calls"],
+    "input tokens": lambda r: r["usage"]["input_tokens"],
+    "output tokens": lambda r: r["usage"]["output_tokens"],
+    "cost $": lambda r: r["usage"]["cost_usd"],
+    "TOS": lambda r: r["scores"].get("tos"),
+    "RS": lambda r: r["scores"].get("rs"),
+}
+
+
+def confidence_lines(records: list[dict[str, Any]]) -> list[str]:
+    """Mean [95% bootstrap CI] of every per-task metric of every row."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[f"{r['system']}/{r['model']}"].append(r)
+    lines = ["| row | " + " | ".join(CI_METRICS) + " |", "|" + "---|" * (len(CI_METRICS) + 1)]
+    for name, rows in sorted(groups.items()):
+        cells = []
+        for metric in CI_METRICS.values():
+            values = [v for v in (metric(r) for r in rows) if v is not None]
+            mean_, low, high = bootstrap_ci(values)
+            cells.append("–" if not values else f"{_num(mean_)} [{_num(low)}, {_num(high)}]")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def pass_at_k_lines(records: list[dict[str, Any]]) -> list[str]:
+    """DAB's pass@k (unbiased estimator over epochs), per dataset then stratified, per row."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("benchmark") == "dab":
+            groups[f"{r['system']}/{r['model']}"].append(r)
+    lines = []
+    for name, rows in sorted(groups.items()):
+        table = pass_at_k_table(rows)
+        overall = ", ".join(f"pass@{k} {v:.3f}" for k, v in table.overall.items())
+        lines.append(f"- {name}: {overall or 'no scored trials'} (datasets averaged equally)")
+        for dataset, by_k in sorted(table.datasets.items()):
+            lines.append(f"  - {dataset}: " + ", ".join(f"pass@{k} {v:.3f}" for k, v in by_k.items()))
+    return lines
+
+
+def markdown(
+    rows: list[SummaryRow],
+    manifest: dict[str, Any],
+    pairs: list[PairRow] | None = None,
+    records: list[dict[str, Any]] | None = None,
+) -> str:
     m, config = manifest, manifest.get("config", {})
     lines = [
         f"# Run summary: {m.get('benchmark', '?')}",
@@ -210,6 +263,11 @@ def markdown(rows: list[SummaryRow], manifest: dict[str, Any], pairs: list[PairR
     for row in rows:
         phases = " | ".join(_fmt(row.mean_latency_by_phase_s[p], 2) for p in PHASES)
         lines.append(f"| {row.system} | {row.model} | {phases} |")
+    if records:
+        lines += ["", "## Means with 95% bootstrap confidence intervals (per task)", "", *confidence_lines(records)]
+        dab = pass_at_k_lines(records)
+        if dab:
+            lines += ["", "## DAB pass@k", "", *dab]
     if pairs:
         lines += ["", "## Paired comparisons (tasks both answered)", ""]
         lines += [

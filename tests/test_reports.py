@@ -39,3 +39,24 @@ def test_pairwise_compares_systems_on_common_tasks():
     assert abs(pair.accuracy_difference - 0.8) < 1e-12
     assert abs(pair.mcnemar_p - 22 / 1024) < 1e-9
     assert pair.difference_ci[0] > 0
+
+
+def test_dab_rows_get_pass_at_k_over_epochs_with_datasets_weighted_equally():
+    from reports.summary import pass_at_k_lines
+
+    def trial(task, epoch, correct):
+        return {**record("s", task, None), "benchmark": "dab", "epoch": epoch, "scores": {"correct": correct}}
+
+    # books/q1 passes 1 of 2 trials, books/q2 2 of 2, crm/q1 0 of 2:
+    # pass@1 books = (0.5 + 1) / 2 = 0.75, crm = 0; stratified = 0.375
+    records = [
+        trial("books/q1", 1, 1.0),
+        trial("books/q1", 2, 0.0),
+        trial("books/q2", 1, 1.0),
+        trial("books/q2", 2, 1.0),
+        trial("crm/q1", 1, 0.0),
+        trial("crm/q1", 2, 0.0),
+    ]
+    lines = pass_at_k_lines(records)
+    assert "pass@1 0.375" in lines[0] and "pass@2 0.500" in lines[0]
+    assert any("books: pass@1 0.750" in line for line in lines)

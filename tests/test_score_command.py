@@ -32,6 +32,7 @@ def test_dbgorilla_gold_calls_score_one_and_no_call_scores_zero(tmp_path):
     assert all(rows[f"dbgorilla-{r['index']}"]["exact_match"] == 1.0 for r in sample[1:])
     first = rows[f"dbgorilla-{sample[0]['index']}"]
     assert (first["ast_score"], first["exact_match"], first["no_tool_call"]) == (0.0, 0.0, 1.0)
+    assert "collection_routing_accuracy" in result.output and "no_tool_call_rate" in result.output
 
 
 def test_dabstep_answers_scored_by_the_official_rule(tmp_path):
