@@ -45,6 +45,11 @@ def main_command(
     tasks_path: Annotated[str | None, typer.Option(help="Benchmark files (not needed for bundled).")] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
     task_ids: Annotated[str | None, typer.Option(help="Comma-separated task ids to run.")] = None,
+    level: Annotated[str | None, typer.Option(help="Comma-separated levels (easy,medium,hard).")] = None,
+    question_type: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated: single_choice, multiple_choice, factoid, report, function_call."),
+    ] = None,
     epochs: Annotated[int | None, typer.Option(help="Runs of each task (for pass@k).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None,
     out: Annotated[str | None, typer.Option(help="Run directory (default runs/<time>-<benchmark>).")] = None,
@@ -68,6 +73,8 @@ def main_command(
         "tasks_path": tasks_path,
         "limit": limit,
         "task_ids": _split(task_ids),
+        "levels": _split(level),
+        "question_types": _split(question_type),
         "epochs": epochs,
         "concurrency": concurrency,
         "out": out,
@@ -150,6 +157,47 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory
     if not (run_dir / "manifest.json").exists():
         raise fail(f"{run_dir} is not a run directory (no manifest.json)")
     _write_summary(run_dir)
+
+
+@app.command("tasks")
+def tasks_command(
+    benchmark: Annotated[str, typer.Option(help="bundled, fdabench, dabstep, dab or dbgorilla.")],
+    path: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Load and validate a benchmark without running anything: counts by type, level and data availability."""
+    from collections import Counter
+
+    from tasks import benchmark_names, load_benchmark
+
+    if benchmark not in benchmark_names():
+        raise fail(f"unknown benchmark {benchmark!r}; valid: {', '.join(benchmark_names())}")
+    try:
+        loaded = load_benchmark(benchmark, path)
+    except Exception as problem:  # TaskLoadError names file, line and field
+        raise fail(str(problem)) from None
+    unavailable = Counter(t.unavailable for t in loaded if t.unavailable)
+    report = {
+        "benchmark": benchmark,
+        "tasks": len(loaded),
+        "by_question_type": dict(Counter(t.question_type.value for t in loaded)),
+        "by_level": dict(Counter(t.level or "none" for t in loaded)),
+        "available": sum(not t.unavailable for t in loaded),
+        "unavailable": dict(unavailable),
+        "with_gold": sum(_has_gold(t) for t in loaded),
+    }
+    if as_json:
+        output.print_json(json.dumps(report))
+        return
+    for key, value in report.items():
+        output.print(f"{key}: {value}", highlight=False, soft_wrap=True)
+
+
+def _has_gold(task: Any) -> bool:
+    gold = task.gold
+    return gold is not None and any(
+        v is not None for v in (gold.answer, gold.report, gold.tool_call, gold.validator, gold.ground_truth_file)
+    )
 
 
 @app.command("score")

@@ -35,6 +35,8 @@ class RunConfig(BaseModel):
     tasks_path: str | None = None
     limit: int | None = Field(default=None, ge=1)
     task_ids: list[str] | None = None
+    levels: list[str] | None = None  # only tasks of these levels
+    question_types: list[str] | None = None  # only tasks of these question types
     epochs: int = Field(default=1, ge=1)
     concurrency: int = Field(default=1, ge=1)
     out: str | None = None
@@ -71,13 +73,19 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_run_config(config_file: Path | None, overrides: dict[str, Any]) -> RunConfig:
-    """Defaults < config file < flags (flags given as None are not set)."""
+    """defaults.yaml < the benchmark's own defaults (benchmarks.yaml) < config file < flags
+    (flags given as None are not set)."""
     settings = read_yaml(CONFIG_DIR / "defaults.yaml")
     source = CONFIG_DIR / "defaults.yaml"
+    user = read_yaml(config_file) if config_file is not None else {}
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    benchmark = flags.get("benchmark", user.get("benchmark", settings.get("benchmark")))
+    benchmark_defaults = (read_yaml(CONFIG_DIR / "benchmarks.yaml").get("benchmarks") or {}).get(benchmark) or {}
+    settings = merge(settings, benchmark_defaults)
     if config_file is not None:
-        settings = merge(settings, read_yaml(config_file))
+        settings = merge(settings, user)
         source = config_file
-    settings = merge(settings, {k: v for k, v in overrides.items() if v is not None})
+    settings = merge(settings, flags)
     try:
         return RunConfig.model_validate(settings)
     except ValidationError as invalid:

@@ -36,6 +36,7 @@ from compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, utc_now
 from evaluators import score
 from evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION, RubricJudge
 from tasks import benchmark_names, load_benchmark
+from tasks.errors import TaskLoadError
 
 
 class MissingKeyError(ConfigError):
@@ -104,13 +105,20 @@ def _system_list(requested: list[str]) -> list[str]:
 def _select_tasks(config: RunConfig) -> list[Task]:
     if config.benchmark not in benchmark_names():
         raise ConfigError(f"unknown benchmark {config.benchmark!r}; valid: {', '.join(benchmark_names())}")
-    tasks = load_benchmark(config.benchmark, config.tasks_path)
+    try:
+        tasks = load_benchmark(config.benchmark, config.tasks_path)
+    except (TaskLoadError, ValueError, OSError) as bad:  # validated before any model call
+        raise ConfigError(str(bad)) from bad
     if config.task_ids:
         known = {t.id for t in tasks}
         unknown = [t for t in config.task_ids if t not in known]
         if unknown:
             raise ConfigError(f"unknown task ids for {config.benchmark}: {', '.join(unknown)}")
         tasks = [t for t in tasks if t.id in set(config.task_ids)]
+    if config.levels:
+        tasks = [t for t in tasks if t.level in set(config.levels)]
+    if config.question_types:
+        tasks = [t for t in tasks if t.question_type.value in set(config.question_types)]
     return tasks[: config.limit] if config.limit else tasks
 
 

@@ -112,3 +112,38 @@ def test_score_command_scores_good_records_and_reports_bad_ones_by_line(tmp_path
     assert [r["task_id"] for r in rows] == [t.id for t in tasks]
     assert all(r["exact_match"] == 1.0 for r in rows)
     assert "3 predictions scored, 2 bad record(s)" in result.output
+
+
+def test_tasks_command_validates_without_running(tmp_path):
+    import json
+
+    result = runner.invoke(app, ["tasks", "--benchmark", "bundled", "--json"])
+    assert result.exit_code == 0
+    report = json.loads(result.output)
+    assert report["tasks"] == 37 and report["available"] == 37 and report["with_gold"] == 37
+    assert report["by_question_type"]["report"] == 5
+
+    broken = tmp_path / "dev.jsonl"
+    broken.write_text('{"task_id": "5", "question": "q", "guidelines": "g", "level": "easy"}\n{"task_id": "6", "quest')
+    result = runner.invoke(app, ["tasks", "--benchmark", "dabstep", "--path", str(broken)])
+    assert result.exit_code == 2
+    assert "dev.jsonl:2" in result.output
+
+
+def test_level_and_question_type_select_tasks(tmp_path):
+    from compare.config import load_run_config
+    from compare.run import plan_run
+
+    config = load_run_config(None, {"levels": ["hard"], "question_types": ["factoid"], "out": str(tmp_path / "r")})
+    tasks = plan_run(config).tasks
+    assert tasks and all(t.level == "hard" and t.question_type == "factoid" for t in tasks)
+
+
+def test_benchmark_defaults_apply_under_flags(tmp_path):
+    from compare.config import load_run_config
+
+    dab = load_run_config(None, {"benchmark": "dab"})
+    assert dab.budgets.max_steps == 100 and dab.budgets.tool_result_max_chars == 10000
+    flagged = load_run_config(None, {"benchmark": "dab", "budgets": {"max_steps": 7}})
+    assert flagged.budgets.max_steps == 7 and flagged.budgets.tool_result_max_chars == 10000
+    assert load_run_config(None, {}).budgets.max_steps == 10
