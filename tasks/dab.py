@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError
+from tasks.errors import TaskLoadError, json_object
 
 BENCHMARK = "dab"
 CONFIG_FILE = "db_config.yaml"
@@ -219,13 +219,7 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TaskLoadError(path, number, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
-        if not isinstance(record, dict):
-            raise TaskLoadError(path, number, None, f"expected a JSON object, got {type(record).__name__}")
-        records.append(record)
+        records.append(json_object(path, number, line))
     if not records:
         raise TaskLoadError(path, None, None, "no records")
     return records

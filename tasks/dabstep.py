@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError
+from tasks.errors import TaskLoadError, json_object
 
 BENCHMARK = "dabstep"
 TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
@@ -118,12 +118,7 @@ def _is_lfs_pointer(file: Path) -> bool:
 
 
 def _parse_line(file: Path, number: int, line: str, context: Path, merchants: set[str]) -> Task:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise TaskLoadError(file, number, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
-    if not isinstance(record, dict):
-        raise TaskLoadError(file, number, None, f"expected a JSON object, got {type(record).__name__}")
+    record = json_object(file, number, line)
     task_id = _text(file, number, record, "task_id", required=True)
     question = _text(file, number, record, "question", required=True)
     try:

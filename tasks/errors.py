@@ -3,7 +3,9 @@ record) and the field, so a broken benchmark file can be fixed without a debugge
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -27,3 +29,14 @@ class TaskLoadError(ValueError):
         field = ".".join(str(part) for part in first["loc"]) or "<record>"
         extra = f" (and {error.error_count() - 1} more errors)" if error.error_count() > 1 else ""
         return cls(file, line, field, first["msg"] + extra)
+
+
+def json_object(path: str | Path, line: int, text: str) -> dict[str, Any]:
+    """One JSON Lines record, which must be an object; a TaskLoadError naming the line otherwise."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, line, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    if not isinstance(record, dict):
+        raise TaskLoadError(path, line, None, f"expected a JSON object, got {type(record).__name__}")
+    return record

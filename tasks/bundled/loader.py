@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from compare.task import DataSource, Task
-from tasks.errors import TaskLoadError
+from tasks.errors import TaskLoadError, json_object
 
 BUNDLED_ROOT = Path(__file__).resolve().parent
 TASKS_FILE = "tasks.jsonl"
@@ -37,12 +36,7 @@ def load_bundled(root: Path | None = None) -> list[Task]:
 
 
 def parse_line(path: Path, number: int, line: str) -> Task:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise TaskLoadError(path, number, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
-    if not isinstance(record, dict):
-        raise TaskLoadError(path, number, None, f"expected a JSON object, got {type(record).__name__}")
+    record = json_object(path, number, line)
     try:
         return Task.model_validate(record)
     except ValidationError as error:
