@@ -36,4 +36,13 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+# DataAgentBench's PostgreSQL databases are restored into a throw-away local server at run time.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing the PostgreSQL server (apt-get install postgresql)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2
+  fi
+fi
 echo "setup: ready (.venv/bin/compare)"

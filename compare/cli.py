@@ -54,6 +54,9 @@ def main_command(
     concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None,
     out: Annotated[str | None, typer.Option(help="Run directory (default runs/<time>-<benchmark>).")] = None,
     judge: Annotated[str | None, typer.Option(help="Model alias that judges report rubrics.")] = None,
+    postgres_url: Annotated[
+        str | None, typer.Option(help="PostgreSQL server for DAB dumps (default: a throw-away local one).")
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL for openai-compatible:<id> models.")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key for --base-url.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Budget: model calls per task.")] = None,
@@ -79,25 +82,31 @@ def main_command(
         "concurrency": concurrency,
         "out": out,
         "judge": judge,
+        "postgres_url": postgres_url,
         "base_url": base_url,
         "api_key_env": api_key_env,
         "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
     }
     try:
-        run_config = _resumed_config(out) if resume else load_run_config(config, overrides)
+        run_config = _resumed_config(out, postgres_url) if resume else load_run_config(config, overrides)
         plan = plan_run(run_config)
     except ConfigError as problem:
         raise fail(str(problem)) from None
     raise typer.Exit(_run(plan, resume))
 
 
-def _resumed_config(out: str | None) -> RunConfig:
+def _resumed_config(out: str | None, postgres_url: str | None) -> RunConfig:
+    """The configuration recorded in the run's manifest (its server password, redacted there,
+    must be given again with --postgres-url)."""
     if not out:
         raise ConfigError("--resume needs --out DIR (the run directory to finish)")
     manifest = Path(out) / "manifest.json"
     if not manifest.exists():
         raise ConfigError(f"{manifest} not found: nothing to resume")
-    return RunConfig.model_validate(json.loads(manifest.read_text())["config"] | {"out": out})
+    recorded = json.loads(manifest.read_text())["config"] | {"out": out}
+    if postgres_url:
+        recorded["postgres_url"] = postgres_url
+    return RunConfig.model_validate(recorded)
 
 
 def _run(plan: Any, resume: bool) -> int:

@@ -41,6 +41,7 @@ class RunConfig(BaseModel):
     concurrency: int = Field(default=1, ge=1)
     out: str | None = None
     judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
+    postgres_url: str | None = None  # a server for DAB's PostgreSQL dumps; None: a throw-away local one
     base_url: str | None = None  # for openai-compatible:<id> models named on the command line
     api_key_env: str | None = None
     budgets: Budgets = Field(default_factory=Budgets)

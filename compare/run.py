@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import subprocess
 import threading
 import time
@@ -29,9 +30,10 @@ from typing import Any
 from compare import __version__
 from compare.config import PROJECT_ROOT, ConfigError, RunConfig, missing_api_keys, resolve_models
 from compare.model import MeteredModel, ModelConfig, ModelError, get_provider
+from compare.postgres import PostgresCluster, PostgresError, prepare_postgres
 from compare.system import System, create_system, system_names
-from compare.task import Answer, QuestionType, Task
-from compare.tools import build_environment
+from compare.task import Answer, DataSourceKind, QuestionType, Task
+from compare.tools import FinalToolCall, build_environment
 from compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, utc_now
 from evaluators import score
 from evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION, RubricJudge
@@ -169,6 +171,8 @@ def _answer(unit: Unit, system: System, config: RunConfig, recorder: TraceRecord
     recorder.start()
     try:
         return system.run(task.for_agent(), env, model)
+    except FinalToolCall as final:  # a call that ends the task (DBGorilla's prediction, DAB's return_answer)
+        return final.answer
     except BudgetExceeded as limit:
         return Answer(status=limit.status, error=str(limit))
     except ModelError as failure:
@@ -237,6 +241,13 @@ def _judge_description(judge: ModelConfig | None) -> dict[str, Any] | None:
     return {"model": judge.model_dump(mode="json"), "prompt_version": JUDGE_VERSION, "prompt_hash": JUDGE_PROMPT_HASH}
 
 
+def _redacted(config: dict[str, Any]) -> dict[str, Any]:
+    """The configuration without secrets: a password inside a server URL never reaches the run directory."""
+    if config.get("postgres_url"):
+        config["postgres_url"] = re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", config["postgres_url"])
+    return config
+
+
 def build_manifest(plan: RunPlan) -> dict[str, Any]:
     return {
         "suite_version": __version__,
@@ -246,7 +257,7 @@ def build_manifest(plan: RunPlan) -> dict[str, Any]:
         "started_at": utc_now(),
         "finished_at": None,
         "status": "running",
-        "config": plan.config.model_dump(mode="json"),
+        "config": _redacted(plan.config.model_dump(mode="json")),
         "models": [m.model_dump(mode="json") for m in plan.models],
         "budgets": plan.config.budgets.model_dump(),
         "systems": {name: system.describe() for name, system in plan.systems.items()},
@@ -322,6 +333,7 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
     manifest.update(status="running", resumed_at=utc_now() if resume else None)
     write_json(manifest_path, manifest)
     done = {(r["task_id"], r["system"], r["model"], r["epoch"]) for r in existing}
+    cluster = _prepare_data(plan)
     pending = [u for u in plan.units() if u.key not in done]
     manifest["model_load_s"] = _prepare_models(plan)
     writer = ResultWriter(plan.run_dir)
@@ -333,9 +345,23 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
         raise
     finally:
         writer.close()
+        if cluster is not None:
+            cluster.stop()
         manifest["finished_at"] = utc_now()
         write_json(manifest_path, manifest)
     return manifest
+
+
+def _prepare_data(plan: RunPlan) -> PostgresCluster | None:
+    """Restore PostgreSQL dumps (DAB) into the user's server or a throw-away local cluster,
+    which the caller stops at the end of the run."""
+    if not any(s.kind == DataSourceKind.POSTGRES for t in plan.tasks for s in t.data):
+        return None
+    try:
+        plan.tasks, cluster = prepare_postgres(plan.tasks, url=plan.config.postgres_url)
+    except PostgresError as unavailable:
+        raise ConfigError(str(unavailable)) from unavailable
+    return cluster
 
 
 def _prepare_models(plan: RunPlan) -> dict[str, float]:

@@ -50,7 +50,7 @@ COORDINATOR = "coordinator"
 WRITER = "report_writer"
 FINISH = "finish"
 SPECIALIST_TOOLS: dict[str, tuple[str, ...]] = {
-    "sql_analyst": ("get_schema_info", "execute_sql"),
+    "sql_analyst": ("get_schema_info", "execute_sql", "list_db", "query_db"),  # the last two: DAB's names
     "document_researcher": ("search_documents",),
     "python_analyst": ("execute_python",),
 }

@@ -5,7 +5,9 @@ for every system. `ToolEnvironment.call` validates the arguments, times the real
 work, truncates what goes back into the model's context, and records a
 `ToolCallStep`. Expected failures (bad SQL, a refused write, a path outside the
 data folder) are raised as `ToolError` and come back as an unsuccessful result the
-agent can read; they never crash the run.
+agent can read; they never crash the run. A call that ends the task (DBGorilla's
+prediction, DAB's `return_answer`) raises `FinalToolCall`, which the environment
+records and re-raises for the runner.
 """
 
 from __future__ import annotations
@@ -19,11 +21,26 @@ import jsonschema
 from pydantic import BaseModel
 
 from compare.model import ToolSpec
+from compare.task import Answer, ToolCall
 from compare.trace import Phase, ToolCallStep, TraceRecorder, utc_now
 
 
 class ToolError(Exception):
     """An expected, explainable failure of a tool call; its message goes back to the agent."""
+
+
+class FinalToolCall(Exception):
+    """Raised by a tool whose call ends the task run: the call is the system's final answer.
+
+    `ToolEnvironment.call` records the step (its message as the result), then re-raises;
+    the runner returns `answer`. By default that is the call itself as the prediction of
+    a function-calling task.
+    """
+
+    def __init__(self, call: ToolCall, answer: Answer | None = None, note: str = "recorded as the prediction") -> None:
+        super().__init__(note)
+        self.call = call
+        self.answer = answer or Answer(text=f"{call.name} {to_json(call.arguments)}", tool_call=call)
 
 
 class ToolResult(BaseModel):
@@ -56,25 +73,40 @@ def summarize(text: str, limit: int = 300) -> str:
 
 
 class ToolEnvironment:
-    """The tools of one task run, each call validated, timed and traced."""
+    """The tools of one task run, each call validated, timed and traced.
 
-    def __init__(self, tools: list[Tool], recorder: TraceRecorder) -> None:
+    `aliases` maps extra names to tools: a tool answers to its alias without being listed
+    under it, and is offered under it only when asked for by that name (DAB's
+    `return_answer` serves the workflows' `answer`).
+    """
+
+    def __init__(self, tools: list[Tool], recorder: TraceRecorder, aliases: dict[str, str] | None = None) -> None:
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate tool names: {names}")
         self.tools = {tool.name: tool for tool in tools}
+        self.aliases = {alias: target for alias, target in (aliases or {}).items() if target in self.tools}
         self.recorder = recorder
 
     def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
-        chosen = names if names is not None else list(self.tools)
-        return [self.tools[name].spec() for name in chosen if name in self.tools]
+        if names is None:
+            return [tool.spec() for tool in self.tools.values()]
+        found = [(name, self._tool(name)) for name in names]
+        return [tool.spec().model_copy(update={"name": name}) for name, tool in found if tool is not None]
+
+    def _tool(self, name: str) -> Tool | None:
+        return self.tools.get(self.aliases.get(name, name))
 
     def call(
         self, name: str, arguments: dict[str, Any], *, phase: Phase = Phase.EXECUTE, agent: str | None = None
     ) -> ToolResult:
         started_at = utc_now()
         start = time.perf_counter()
-        result = self._run(name, arguments)
+        final: FinalToolCall | None = None
+        try:
+            result = self._run(name, arguments)
+        except FinalToolCall as ending:  # recorded below before re-raising, so the trace shows the call
+            final, result = ending, ToolResult(success=True, content=str(ending))
         duration_s = time.perf_counter() - start
         result = self._fit_to_context(result)
         self.recorder.add(
@@ -82,7 +114,7 @@ class ToolEnvironment:
                 index=0,
                 phase=phase,
                 agent=agent,
-                tool=name,
+                tool=self.aliases.get(name, name),  # the canonical name, also when called by an alias
                 arguments=arguments,
                 started_at=started_at,
                 duration_s=duration_s,
@@ -92,10 +124,12 @@ class ToolEnvironment:
                 truncated=result.truncated,
             )
         )
+        if final is not None:
+            raise final
         return result
 
     def _run(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        tool = self.tools.get(name)
+        tool = self._tool(name)
         if tool is None:
             message = f"unknown tool {name!r}; available: {', '.join(self.tools)}"
             return ToolResult(success=False, content=message, error=message)
@@ -109,6 +143,8 @@ class ToolEnvironment:
             return tool.run(arguments)
         except ToolError as failure:
             return ToolResult(success=False, content=f"error: {failure}", error=str(failure))
+        except FinalToolCall:
+            raise
         except Exception as failure:  # a tool bug must not end the run; the trace keeps it
             message = f"{type(failure).__name__}: {failure}"
             return ToolResult(success=False, content=f"error: {message}", error=message)

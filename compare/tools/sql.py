@@ -1,7 +1,7 @@
 """Read-only SQL over a task's databases: `get_schema_info` and `execute_sql`.
 
-Each logical database is a `Database` backend (SQLite, DuckDB; PostgreSQL fits the
-same shape). Writes are refused in layers, because one layer can have gaps:
+Each logical database is a `Database` backend (SQLite, DuckDB, PostgreSQL). Writes are
+refused in layers, because one layer can have gaps:
 
 - SQLite: a `mode=ro` URI, `PRAGMA query_only=ON`, and an authorizer that allows
   only reads, selects, functions, recursive CTEs and a few read-only PRAGMAs.
@@ -9,6 +9,12 @@ same shape). Writes are refused in layers, because one layer can have gaps:
   configuration changes disabled, plus a statement-type check by DuckDB's own
   parser and by sqlglot (DuckDB's read-only mode still allows TEMP tables, SET,
   INSTALL...).
+- PostgreSQL (a server URL; compare.postgres restores DAB's dumps into one): the session
+  defaults to read-only transactions, every query runs in `BEGIN READ ONLY` and is rolled
+  back (so not even a `set_config` outlives it), the statement must be a prepared single
+  SELECT/WITH/VALUES/TABLE/EXPLAIN/SHOW that sqlglot also reads as one read, and
+  `statement_timeout` bounds it. The throw-away cluster adds a reader role without write
+  privileges.
 
 Every query has a row cap, a byte cap on the rendered text and a timeout.
 """
@@ -30,7 +36,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import duckdb
+import psycopg
 import sqlglot
+from psycopg.types.string import TextLoader
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
@@ -148,6 +156,10 @@ class Database(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def quote(self, name: str) -> str:
+        """An identifier (column, table) as the agent must write it in SQL."""
+        return quote_identifier(name)
 
     def _timed_out(self) -> ToolError:
         return ToolError(f"query cancelled after the {self.timeout_s:g}s timeout; simplify it or add a LIMIT")
@@ -316,9 +328,133 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# DECLARE ... CURSOR (a server-side cursor, so the row cap bounds what is transferred) takes
+# only these; EXPLAIN and SHOW results are small and are fetched whole.
+_PG_CURSOR_KEYWORDS = {"SELECT", "WITH", "VALUES", "TABLE"}
+_PG_READ_KEYWORDS = _PG_CURSOR_KEYWORDS | {"EXPLAIN", "SHOW"}
+_PG_REFUSED = (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege)
+_PG_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_$]*")  # unquoted names fold to lower case
+_PG_CONNECT_TIMEOUT_S = 10
+
+
+@dataclass
+class PostgresTableInfo(TableInfo):
+    quoted: str = ""  # quoting depends on the server's keywords, known to the database only
+
+    @property
+    def sql_name(self) -> str:
+        return self.quoted
+
+
+class PostgresDatabase(Database):
+    """A database on a PostgreSQL server; `source.location` is its postgresql:// URL.
+
+    Tables are those of every non-system schema (`public` shown unqualified). The schema
+    tool's row counts are exact COUNT(*)s, as for the other backends: DAB's tables are small,
+    and `pg_class.reltuples` is only an estimate (and -1 before the first ANALYZE).
+    """
+
+    kind = DataSourceKind.POSTGRES
+
+    def __init__(self, source: DataSource, base_dir: Path | None, timeout_s: float) -> None:
+        super().__init__(source, base_dir, timeout_s)
+        options = f"-c default_transaction_read_only=on -c statement_timeout={max(1, round(timeout_s * 1000))}"
+        try:
+            self._con = psycopg.connect(
+                postgres_url(source), autocommit=True, options=options, connect_timeout=_PG_CONNECT_TIMEOUT_S
+            )
+        except psycopg.Error as error:
+            raise ToolError(f"database {source.name!r}: cannot connect: {error}") from error
+        for json_type in ("json", "jsonb"):  # the JSON text, not a Python dict's repr
+            self._con.adapters.register_loader(json_type, TextLoader)
+        reserved = self._run("SELECT word FROM pg_get_keywords() WHERE catcode <> 'U'", None, 10_000).rows
+        self._reserved = {word for (word,) in reserved}
+
+    def _query(self, sql: str, max_rows: int) -> QueryResult:
+        check_read_statement(sql, "postgres")
+        if leading_keyword(sql) not in _PG_READ_KEYWORDS:  # sqlglot lets what it cannot parse pass
+            raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
+        return self._run(sql, None, max_rows)
+
+    def _run(self, sql: str, params: Sequence[Any] | None, max_rows: int) -> QueryResult:
+        try:
+            self._con.execute("BEGIN READ ONLY")
+            if leading_keyword(sql) in _PG_CURSOR_KEYWORDS:
+                with self._con.cursor(name="agent_query") as cursor:
+                    cursor.execute(sql, params)  # DECLARE: one statement only
+                    rows = cursor.fetchmany(max_rows + 1)
+                    columns = [d.name for d in cursor.description or []]
+            else:
+                with self._con.cursor() as cursor:
+                    cursor.execute(sql, params, prepare=True)  # prepared: the server refuses several statements
+                    rows = cursor.fetchmany(max_rows + 1) if cursor.description else []
+                    columns = [d.name for d in cursor.description or []]
+        except psycopg.errors.QueryCanceled as error:
+            raise self._timed_out() from error
+        except _PG_REFUSED as error:
+            raise ToolError(f"refused by PostgreSQL: {_pg_message(error)} ({READ_ONLY_HINT})") from error
+        except psycopg.Error as error:
+            raise ToolError(f"SQL error: {_pg_message(error)}") from error
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                self._con.execute("ROLLBACK")
+        return QueryResult(columns, rows[:max_rows], len(rows) > max_rows)
+
+    def quote(self, name: str) -> str:
+        if _PG_IDENTIFIER.fullmatch(name) and name not in self._reserved:
+            return name
+        return '"' + name.replace('"', '""') + '"'
+
+    def tables(self) -> list[TableInfo]:
+        sql = (
+            "SELECT n.nspname, c.relname, c.relkind IN ('v', 'm') FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition "
+            "AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%' "
+            "ORDER BY n.nspname <> 'public', n.nspname, c.relname"
+        )
+        return [self._table(schema, name, view) for schema, name, view in self._run(sql, None, 10_000).rows]
+
+    def _table(self, schema: str, name: str, is_view: bool) -> TableInfo:
+        shown_schema = None if schema == "public" else schema  # public: the default search_path
+        parts = [shown_schema, name] if shown_schema else [name]
+        return PostgresTableInfo(shown_schema, name, is_view, quoted=".".join(self.quote(p) for p in parts))
+
+    def columns(self, table: TableInfo) -> list[tuple[str, str]]:
+        sql = (
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+        )
+        return [(name, kind) for name, kind in self._run(sql, (table.schema or "public", table.name), 10_000).rows]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def _pg_message(error: psycopg.Error) -> str:
+    """The server's message and hint, without psycopg's quote of the statement (which shows
+    our DECLARE wrapper rather than the agent's query)."""
+    parts = [error.diag.message_primary or str(error), error.diag.message_detail, error.diag.message_hint]
+    return "; ".join(part for part in parts if part)
+
+
+def postgres_url(source: DataSource) -> str:
+    location = source.location or ""
+    if location.startswith(("postgresql://", "postgres://")):
+        return location
+    if location.endswith(".sql"):
+        raise ToolError(
+            f"database {source.name!r} is a pg_dump file ({location}), not a server: restore it first "
+            "with compare.postgres.prepare_postgres (a local throw-away server, or --postgres-url)"
+        )
+    raise ToolError(f"database {source.name!r}: expected a postgresql:// URL, got {location!r}")
+
+
 BACKENDS: dict[DataSourceKind, type[Database]] = {
     DataSourceKind.SQLITE: SqliteDatabase,
     DataSourceKind.DUCKDB: DuckDbDatabase,
+    DataSourceKind.POSTGRES: PostgresDatabase,
 }
 
 
@@ -483,7 +619,7 @@ class SchemaTool(Tool):
             "name": table.sql_name,
             "view": table.is_view,
             "row_count": count,
-            "columns": [{"name": quote_identifier(n), "type": t} for n, t in database.columns(table)],
+            "columns": [{"name": database.quote(n), "type": t} for n, t in database.columns(table)],
             "sample_columns": sample.columns,
             "sample_rows": [[jsonable(v) for v in row] for row in sample.rows],
         }
