@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from compare.config import ConfigError, RunConfig, load_run_config
 from compare.run import execute, plan_run, read_results
 from reports import markdown, pairwise, rich_table, summarize
+from tasks import data_warnings
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
 console = Console(stderr=True)
@@ -116,6 +117,8 @@ def _run(plan: Any, resume: bool) -> int:
         f" × {plan.config.epochs} epochs = {units} units → {plan.run_dir}",
         highlight=False,
     )
+    for warning in data_warnings(plan.config.benchmark, plan.config.tasks_path, plan.tasks):
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     already = len(read_results(plan.run_dir)[0]) if resume else 0
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=False) as progress:
@@ -195,6 +198,7 @@ def tasks_command(
         "unavailable": dict(unavailable),
         "with_gold": sum(_has_gold(t) for t in loaded),
     }
+    report["warnings"] = data_warnings(benchmark, path, loaded)
     if as_json:
         output.print_json(json.dumps(report))
         return

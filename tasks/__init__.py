@@ -68,3 +68,16 @@ def load_benchmark(name: str, path: str | Path | None = None) -> list[Task]:
     if name not in BENCHMARKS:
         raise KeyError(name)
     return BENCHMARKS[name](Path(path) if path else None)
+
+
+def data_warnings(benchmark: str, path: str | Path | None, tasks: list[Task]) -> list[str]:
+    """What is missing from the benchmark's data, and which tasks it affects (printed before a run)."""
+    if benchmark != "dabstep" or path is None:
+        return []
+    from tasks.dabstep import dabstep_missing_files
+
+    warnings = dabstep_missing_files(Path(path))
+    if any(w.startswith("payments.csv") for w in warnings):
+        needing = [t.id for t in tasks if t.metadata.get("needs_payments")]
+        warnings.append(f"tasks that look like they need payments.csv ({len(needing)}): {', '.join(needing) or 'none'}")
+    return warnings

@@ -147,3 +147,15 @@ def test_benchmark_defaults_apply_under_flags(tmp_path):
     flagged = load_run_config(None, {"benchmark": "dab", "budgets": {"max_steps": 7}})
     assert flagged.budgets.max_steps == 7 and flagged.budgets.tool_result_max_chars == 10000
     assert load_run_config(None, {}).budgets.max_steps == 10
+
+
+def test_tasks_command_says_which_dabstep_tasks_need_the_missing_payments_file():
+    import json
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures/dabstep"
+    result = runner.invoke(app, ["tasks", "--benchmark", "dabstep", "--path", str(fixtures), "--json"])
+    assert result.exit_code == 0
+    warnings = json.loads(result.output)["warnings"]
+    assert any("payments.csv is missing" in w for w in warnings)
+    assert any("1681" in w and "1273" not in w for w in warnings if w.startswith("tasks that"))
