@@ -35,6 +35,7 @@ class RunConfig(BaseModel):
     tasks_path: str | None = None
     limit: int | None = Field(default=None, ge=1)
     task_ids: list[str] | None = None
+    hints: bool = False  # DAB: dataset descriptions with hints
     levels: list[str] | None = None  # only tasks of these levels
     question_types: list[str] | None = None  # only tasks of these question types
     epochs: int = Field(default=1, ge=1)

@@ -108,7 +108,7 @@ def _select_tasks(config: RunConfig) -> list[Task]:
     if config.benchmark not in benchmark_names():
         raise ConfigError(f"unknown benchmark {config.benchmark!r}; valid: {', '.join(benchmark_names())}")
     try:
-        tasks = load_benchmark(config.benchmark, config.tasks_path)
+        tasks = load_benchmark(config.benchmark, config.tasks_path, hints=config.hints)
     except (TaskLoadError, ValueError, OSError) as bad:  # validated before any model call
         raise ConfigError(str(bad)) from bad
     if config.task_ids:

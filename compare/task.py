@@ -146,6 +146,7 @@ class Task(BaseModel):
     level: str | None = None
     options: dict[str, str] | None = None  # letter -> text, for choice tasks
     guidelines: str | None = None  # answer-format instructions shown to the agent
+    context: str | None = None  # background shown to the agent, e.g. DAB's description of its databases
     data: list[DataSource] = Field(default_factory=list)
     data_dir: Path | None = None  # the only folder file tools may read
     tools: list[str] | None = None  # tool names offered; None = the environment's defaults

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from compare.task import Task
 
 
-def _bundled(path: Path | None) -> list[Task]:
+def _bundled(path: Path | None) -> list[Task]:  # the suite's own files unless a path is given
     from tasks.bundled import load_bundled
 
     return load_bundled(path)
 
 
-def _needs_path(name: str, load: Callable[[Path], list[Task]]) -> Callable[[Path | None], list[Task]]:
-    def loader(path: Path | None) -> list[Task]:
+def _needs_path(name: str, load: Callable[..., list[Task]]) -> Callable[..., list[Task]]:
+    def loader(path: Path | None, **options: Any) -> list[Task]:
         if path is None:
             raise ValueError(f"the {name} benchmark needs its task files: give --tasks-path (compare score: --tasks)")
-        return load(path)
+        return load(path, **options)
 
     return loader
 
@@ -45,13 +46,13 @@ def _dbgorilla(path: Path) -> list[Task]:
     return load_dbgorilla(path)
 
 
-def _dab(path: Path) -> list[Task]:
+def _dab(path: Path, hints: bool = False) -> list[Task]:
     from tasks.dab import load_dab
 
-    return load_dab(path, build_missing=True)  # e.g. bookreview's review table, published as JSON Lines
+    return load_dab(path, hints=hints, build_missing=True)  # e.g. bookreview's review table, published as JSON Lines
 
 
-BENCHMARKS: dict[str, Callable[[Path | None], list[Task]]] = {
+BENCHMARKS: dict[str, Callable[..., list[Task]]] = {
     "bundled": _bundled,
     "fdabench": _needs_path("fdabench", _fdabench),
     "dabstep": _needs_path("dabstep", _dabstep),
@@ -64,10 +65,12 @@ def benchmark_names() -> list[str]:
     return sorted(BENCHMARKS)
 
 
-def load_benchmark(name: str, path: str | Path | None = None) -> list[Task]:
+def load_benchmark(name: str, path: str | Path | None = None, *, hints: bool = False) -> list[Task]:
+    """`hints`: DAB's dataset descriptions with hints (db_description_withhint.txt)."""
     if name not in BENCHMARKS:
         raise KeyError(name)
-    return BENCHMARKS[name](Path(path) if path else None)
+    options = {"hints": True} if hints and name == "dab" else {}
+    return BENCHMARKS[name](Path(path) if path else None, **options)
 
 
 def data_warnings(benchmark: str, path: str | Path | None, tasks: list[Task]) -> list[str]:

@@ -161,6 +161,7 @@ def query_task(
         question_type=QuestionType.FACTOID,
         data=sources,
         unavailable=unavailable,
+        context=metadata["db_description"],
         metadata=metadata,
         gold=Gold(
             ground_truth_file=str(ground_truth) if ground_truth.is_file() else None,

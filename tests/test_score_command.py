@@ -1,6 +1,7 @@
 """`compare score` on each benchmark's real sample: predictions made elsewhere, scored by the official rules."""
 
 import json
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -67,7 +68,9 @@ def test_dab_answers_validated_against_the_ground_truth(tmp_path):
         {"task_id": "bookreview/query1", "answer": "The 2020s have the highest average rating."},
         {"task_id": "bookreview/query3", "answer": "I could not find it."},
     ]
-    result, rows = score(tmp_path, "dab", FIXTURES / "dab/query_bookreview", records)
+    dataset = tmp_path / "query_bookreview"  # a copy: loading builds the review SQLite next to the dump
+    shutil.copytree(FIXTURES / "dab/query_bookreview", dataset)
+    result, rows = score(tmp_path, "dab", dataset, records)
     assert result.exit_code == 0, result.output
     assert rows["bookreview/query1"]["correct"] == 1.0
     assert rows["bookreview/query3"]["correct"] == 0.0

@@ -43,6 +43,8 @@ def task_prompt(task: Task, *, answer_format: bool = True) -> str:
         parts.append("Options:\n" + "\n".join(f"{letter}. {text}" for letter, text in sorted(task.options.items())))
     if task.guidelines:
         parts.append(f"Answer guidelines: {task.guidelines}")
+    if task.context:
+        parts.append(f"About the data:\n{task.context}")
     if task.data:
         sources = [f"- {s.name} ({s.kind.value})" + (f": {s.description}" if s.description else "") for s in task.data]
         parts.append("Data sources:\n" + "\n".join(sources))
