@@ -35,6 +35,9 @@ ANSWER_FORMATS: dict[QuestionType, str] = {
 }
 
 
+TASK_PROMPT_VERSION = "2"  # bump when task_prompt's wording or layout changes; it is part of every prompt hash
+
+
 def task_prompt(task: Task, *, answer_format: bool = True) -> str:
     """The user message: question, options, guidelines, data sources and (for whoever writes
     the answer) the answer format."""
@@ -55,7 +58,7 @@ def task_prompt(task: Task, *, answer_format: bool = True) -> str:
 
 def prompt_hash(*texts: str) -> str:
     digest = hashlib.sha256()
-    for text in (*texts, *ANSWER_FORMATS.values()):
+    for text in (*texts, *ANSWER_FORMATS.values(), TASK_PROMPT_VERSION):
         digest.update(text.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
