@@ -329,11 +329,11 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
     existing, _ = read_results(plan.run_dir)
     if existing and not resume:
         raise ConfigError(f"{plan.run_dir} already holds results; use --resume to finish it or another --out")
+    cluster = _prepare_data(plan)  # before the run directory is touched: a bad dump exits cleanly
     manifest = json.loads(manifest_path.read_text()) if resume and manifest_path.exists() else build_manifest(plan)
     manifest.update(status="running", resumed_at=utc_now() if resume else None)
     write_json(manifest_path, manifest)
     done = {(r["task_id"], r["system"], r["model"], r["epoch"]) for r in existing}
-    cluster = _prepare_data(plan)
     pending = [u for u in plan.units() if u.key not in done]
     manifest["model_load_s"] = _prepare_models(plan)
     writer = ResultWriter(plan.run_dir)
@@ -358,9 +358,21 @@ def _prepare_data(plan: RunPlan) -> PostgresCluster | None:
     if not any(s.kind == DataSourceKind.POSTGRES for t in plan.tasks for s in t.data):
         return None
     try:
-        plan.tasks, cluster = prepare_postgres(plan.tasks, url=plan.config.postgres_url)
+        prepared, cluster = prepare_postgres(plan.tasks, url=plan.config.postgres_url)
     except PostgresError as unavailable:
         raise ConfigError(str(unavailable)) from unavailable
+    broken = sorted(
+        {
+            t.unavailable
+            for before, t in zip(plan.tasks, prepared, strict=True)
+            if t.unavailable and not before.unavailable
+        }
+    )
+    if broken:  # a dump that does not restore is a malformed input file, not missing data
+        if cluster is not None:
+            cluster.stop()
+        raise ConfigError("a database dump could not be restored:\n" + "\n".join(broken))
+    plan.tasks = prepared
     return cluster
 
 

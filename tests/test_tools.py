@@ -387,3 +387,26 @@ def test_environment_call_records_a_tool_call_step(sqlite_path: Path) -> None:
     ]
     assert steps[0].duration_s > 0 and "50" in steps[0].result_summary
     env.close()
+
+
+def test_frozen_searches_recorded_with_a_task_are_replayed_whatever_the_query():
+    from compare.task import Task
+    from compare.tools import build_environment
+    from compare.trace import Budgets, Trace, TraceRecorder
+
+    recorded = [{"title": "Census 2020", "url": "https://example.org/c", "snippet": "Population grew 7.4%."}]
+    task = Task(
+        id="FDA1",
+        benchmark="fdabench",
+        question="q",
+        question_type="report",
+        metadata={"frozen_web_search": recorded, "frozen_vector_search": "Vector passage: margin 31%."},
+    )
+    recorder = TraceRecorder(Trace(task_id="FDA1", system="s", model="m"), Budgets())
+    env = build_environment(task, recorder, ToolSettings())
+    assert {"web_search", "search_documents"} <= set(env.tools)
+    first = env.call("web_search", {"query": "population growth"})
+    second = env.call("web_search", {"query": "anything else"})
+    assert first.content == second.content and "Population grew 7.4%" in first.content
+    assert "margin 31%" in env.call("search_documents", {"query": "margin"}).content
+    assert [s.tool for s in recorder.trace.tool_calls] == ["web_search", "web_search", "search_documents"]

@@ -22,6 +22,7 @@ from compare.tools.base import FinalToolCall, Tool, ToolEnvironment, ToolError, 
 from compare.tools.dab import DAB_BENCHMARK, DAB_TOOL_NAMES, ReturnAnswerTool, build_dab_tools
 from compare.tools.documents import DocumentSearchTool
 from compare.tools.files import ListFilesTool, ReadFileTool
+from compare.tools.frozen_search import FrozenSearchTool, frozen_search_tools
 from compare.tools.function_call import SpecTool, build_function_call_tools
 from compare.tools.python_sandbox import PythonTool
 from compare.tools.sql import BACKENDS, Databases, SchemaTool, SqlTool
@@ -33,6 +34,7 @@ __all__ = [
     "AnswerTool",
     "DocumentSearchTool",
     "FinalToolCall",
+    "FrozenSearchTool",
     "ListFilesTool",
     "PythonTool",
     "ReadFileTool",
@@ -114,6 +116,7 @@ def _default_environment(task: Task, recorder: TraceRecorder, settings: ToolSett
             tools.append(DocumentSearchTool(documents, settings, task.data_dir))
         if task.data_dir is not None:
             tools += [ListFilesTool(task.data_dir), ReadFileTool(task.data_dir, settings)]
+        tools += frozen_search_tools(task.metadata, {tool.name for tool in tools})
         tools += [PythonTool(settings, task.data_dir), AnswerTool(task)]
     except Exception:
         for tool in tools:
