@@ -183,12 +183,20 @@ def tasks_command(
     from collections import Counter
 
     from tasks import benchmark_names, load_benchmark
+    from tasks.errors import TaskLoadError, TaskLoadErrors
 
     if benchmark not in benchmark_names():
         raise fail(f"unknown benchmark {benchmark!r}; valid: {', '.join(benchmark_names())}")
     try:
         loaded = load_benchmark(benchmark, path)
-    except Exception as problem:  # TaskLoadError names file, line and field
+    except TaskLoadError as problem:
+        if not as_json:
+            raise fail(str(problem)) from None  # TaskLoadErrors' text already has one problem per line
+        problems = problem.errors if isinstance(problem, TaskLoadErrors) else [problem]
+        fields = ("file", "line", "field", "message")
+        output.print_json(json.dumps({"errors": [{key: getattr(p, key) for key in fields} for p in problems]}))
+        raise typer.Exit(2) from None
+    except Exception as problem:
         raise fail(str(problem)) from None
     unavailable = Counter(t.unavailable for t in loaded if t.unavailable)
     report = {

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError, json_object
+from tasks.errors import TaskLoadError, collect, json_object
 
 BENCHMARK = "dab"
 CONFIG_FILE = "db_config.yaml"
@@ -77,10 +77,8 @@ def load_dataset(folder: Path, hints: bool, build_missing: bool) -> list[Task]:
     if not description_file.is_file():
         raise TaskLoadError(description_file, None, None, "description file not found")
     metadata = {"dataset": name, "db_description": description_file.read_text(encoding="utf-8"), "db_config": config}
-    return [
-        query_task(query, name, sources, unavailable, metadata)
-        for query in sorted(query_folders(folder), key=lambda q: int(q.name.removeprefix("query")))
-    ]
+    queries = sorted(query_folders(folder), key=lambda q: int(q.name.removeprefix("query")))
+    return collect(queries, lambda query: query_task(query, name, sources, unavailable, metadata))
 
 
 def query_folders(folder: Path) -> list[Path]:

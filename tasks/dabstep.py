@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError, json_object
+from tasks.errors import TaskLoadError, collect, json_object
 
 BENCHMARK = "dabstep"
 TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
@@ -50,21 +50,23 @@ HYPOTHETICAL = re.compile(r"\ba transaction value of\b", re.IGNORECASE)
 
 
 def load_dabstep(path: Path) -> list[Task]:
-    """The tasks of a DABstep folder or tasks file (see the module docstring). Raises TaskLoadError."""
+    """The tasks of a DABstep folder or tasks file (see the module docstring). Raises TaskLoadError
+    (TaskLoadErrors when several lines are bad)."""
     tasks_file, context = _locate(Path(path))
     merchants = _merchant_names(context / MERCHANTS_FILE)
-    tasks: list[Task] = []
     seen: set[str] = set()
-    # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
-    for number, line in enumerate(tasks_file.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
+
+    def parse(numbered: tuple[int, str]) -> Task:
+        number, line = numbered
         task = _parse_line(tasks_file, number, line, context, merchants)
         if task.id in seen:
             raise TaskLoadError(tasks_file, number, "task_id", f"duplicate task id {task.id!r}")
         seen.add(task.id)
-        tasks.append(task)
-    return tasks
+        return task
+
+    # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
+    lines = enumerate(tasks_file.read_text(encoding="utf-8").split("\n"), start=1)
+    return collect(((number, line) for number, line in lines if line.strip()), parse)
 
 
 def dabstep_missing_files(path: Path) -> list[str]:

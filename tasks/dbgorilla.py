@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from compare.task import Gold, QuestionType, Task, ToolCall
-from tasks.errors import TaskLoadError
+from tasks.errors import TaskLoadError, collect
 
 BENCHMARK = "dbgorilla"
 TOOL_NAME = "query_database"
@@ -41,7 +41,8 @@ ARGUMENT_FIELDS = ("search_query", *OBJECT_FIELDS, "groupby_property")  # the go
 
 def load_dbgorilla(path: Path) -> list[Task]:
     """Read the DBGorilla query file `path` (a JSON list of records) as tasks.
-    Raises TaskLoadError naming the file, the record's position and the field of the first bad record."""
+    Raises TaskLoadError naming the file, the record's position and the field of a bad record
+    (TaskLoadErrors for several)."""
     path = Path(path)
     if not path.is_file():
         raise TaskLoadError(path, None, None, "task file not found")
@@ -51,7 +52,7 @@ def load_dbgorilla(path: Path) -> list[Task]:
         raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
     if not isinstance(records, list):
         raise TaskLoadError(path, None, None, f"expected a JSON list of records, got {type(records).__name__}")
-    return [parse_record(path, position, record) for position, record in enumerate(records)]
+    return collect(enumerate(records), lambda numbered: parse_record(path, *numbered))
 
 
 def parse_record(path: Path, position: int, record: Any) -> Task:

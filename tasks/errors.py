@@ -4,8 +4,9 @@ record) and the field, so a broken benchmark file can be fixed without a debugge
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -29,6 +30,40 @@ class TaskLoadError(ValueError):
         field = ".".join(str(part) for part in first["loc"]) or "<record>"
         extra = f" (and {error.error_count() - 1} more errors)" if error.error_count() > 1 else ""
         return cls(file, line, field, first["msg"] + extra)
+
+
+class TaskLoadErrors(TaskLoadError):
+    """Several bad records of one load, in file order. A TaskLoadError itself, so callers that
+    catch one still catch it; `file` is the first problem's file, `line` and `field` are None."""
+
+    def __init__(self, errors: list[TaskLoadError]) -> None:
+        self.errors = errors
+        self.file = errors[0].file
+        self.line = None
+        self.field = None
+        self.message = f"{len(errors)} problems:\n" + "\n".join(str(error) for error in errors)
+        ValueError.__init__(self, self.message)  # not TaskLoadError's "file:line: field" prefix
+
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def collect(records: Iterable[R], parse: Callable[[R], T]) -> list[T]:
+    """`parse` of every record. Bad records do not stop the load: their TaskLoadErrors are raised
+    together at the end, a lone one as itself (so its message stays the one-error message)."""
+    parsed: list[T] = []
+    errors: list[TaskLoadError] = []
+    for record in records:
+        try:
+            parsed.append(parse(record))
+        except TaskLoadError as error:
+            errors.append(error)
+    if len(errors) > 1:
+        raise TaskLoadErrors(errors)
+    if errors:
+        raise errors[0]
+    return parsed
 
 
 def json_object(path: str | Path, line: int, text: str) -> dict[str, Any]:

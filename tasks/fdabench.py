@@ -2,7 +2,8 @@
 
 `load_fdabench(path, db_root=...)`: `path` is a folder holding any of the three files, each as
 `.json` or `.jsonl` (both are JSON Lines: one task per line), or one such file. Every malformed
-record raises TaskLoadError with the file, the 1-based line and the dotted field path.
+record is reported (TaskLoadError, TaskLoadErrors for several) with the file, the 1-based line and
+the dotted field path.
 
 Fields, as published (FORMATS.md) and as this loader maps them:
 - `tools_available`, `gold_subtasks`, `options`, `correct_answer`, `dag`, `rubric`,
@@ -59,7 +60,7 @@ from compare.task import (
     Rubric,
     Task,
 )
-from tasks.errors import TaskLoadError
+from tasks.errors import TaskLoadError, collect, json_object
 
 BENCHMARK = "fdabench"
 FILE_STEMS = ("test_singlechoice", "test_multichoice", "test_report")
@@ -115,23 +116,26 @@ class _Where:
 
 def load_fdabench(path: Path | None, *, db_root: Path | None = None) -> list[Task]:
     """The tasks of the FDABench folder or file `path`; SQLite databases are looked up under
-    `db_root` (default: $FDABENCH_DB_ROOT, else `<folder>/databases`). Raises TaskLoadError."""
+    `db_root` (default: $FDABENCH_DB_ROOT, else `<folder>/databases`). Raises TaskLoadError
+    (TaskLoadErrors when several records are bad)."""
     if path is None:
         raise TaskLoadError("fdabench", None, None, "no path given: pass the folder holding test_*.json(l)")
     path = Path(path)
     root = default_db_root(path) if db_root is None else Path(db_root)
     exists = _cached_exists()
-    tasks: list[Task] = []
     seen: dict[str, _Where] = {}
-    for file in _task_files(path):
-        for where, record in _read_records(file):
-            task = _parse_record(where, record, root.absolute(), exists)
-            if task.id in seen:
-                first = seen[task.id]
-                raise where.error("task_id", f"duplicate task id {task.id!r} (first at {first.file}:{first.line})")
-            seen[task.id] = where
-            tasks.append(task)
-    return tasks
+
+    def parse(located: tuple[_Where, str]) -> Task:
+        where, line = located
+        record = json_object(where.file, where.line, line)
+        task = _parse_record(where, record, root.absolute(), exists)
+        if task.id in seen:
+            first = seen[task.id]
+            raise where.error("task_id", f"duplicate task id {task.id!r} (first at {first.file}:{first.line})")
+        seen[task.id] = where
+        return task
+
+    return collect([line for file in _task_files(path) for line in _read_lines(file)], parse)
 
 
 def default_db_root(path: Path) -> Path:
@@ -159,22 +163,11 @@ def _task_files(path: Path) -> list[Path]:
     return files
 
 
-def _read_records(file: Path) -> list[tuple[_Where, dict[str, Any]]]:
-    """The JSON objects of a JSON Lines file with their positions; blank lines are skipped."""
-    records = []
+def _read_lines(file: Path) -> list[tuple[_Where, str]]:
+    """The non-blank lines of a JSON Lines file with their positions."""
     # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
-    for number, line in enumerate(file.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = _Where(file, number)
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise where.error(None, f"invalid JSON: {error.msg} (column {error.colno})") from error
-        if not isinstance(record, dict):
-            raise where.error(None, f"expected a JSON object, got {type(record).__name__}")
-        records.append((where, record))
-    return records
+    lines = enumerate(file.read_text(encoding="utf-8").split("\n"), start=1)
+    return [(_Where(file, number), line) for number, line in lines if line.strip()]
 
 
 def _parse_record(where: _Where, record: dict[str, Any], db_root: Path, exists: Callable[[Path], bool]) -> Task:

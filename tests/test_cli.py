@@ -159,3 +159,30 @@ def test_tasks_command_says_which_dabstep_tasks_need_the_missing_payments_file()
     warnings = json.loads(result.output)["warnings"]
     assert any("payments.csv is missing" in w for w in warnings)
     assert any("1681" in w and "1273" not in w for w in warnings if w.startswith("tasks that"))
+
+
+def test_tasks_command_reports_every_bad_dabstep_line(tmp_path):
+    import json
+
+    good = {"task_id": "5", "question": "q", "guidelines": "g", "level": "easy"}
+    lines = [
+        json.dumps(good),
+        '{"task_id": "6", "quest',  # truncated JSON
+        json.dumps({"task_id": "7", "guidelines": "g"}),  # no question
+        json.dumps(good | {"task_id": "8", "level": 3}),  # level is not a string
+    ]
+    broken = tmp_path / "dev.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["tasks", "--benchmark", "dabstep", "--path", str(broken)])
+    assert result.exit_code == 2
+    assert "3 problems" in result.output
+    assert all(f"dev.jsonl:{line}:" in result.output for line in (2, 3, 4))
+
+    result = runner.invoke(app, ["tasks", "--benchmark", "dabstep", "--path", str(broken), "--json"])
+    assert result.exit_code == 2
+    errors = json.loads(result.output)["errors"]
+    assert [(e["file"], e["line"], e["field"]) for e in errors] == [
+        (str(broken), 2, None),
+        (str(broken), 3, "question"),
+        (str(broken), 4, "level"),
+    ]

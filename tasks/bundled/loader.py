@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from compare.task import DataSource, Task
-from tasks.errors import TaskLoadError, json_object
+from tasks.errors import TaskLoadError, collect, json_object
 
 BUNDLED_ROOT = Path(__file__).resolve().parent
 TASKS_FILE = "tasks.jsonl"
@@ -16,23 +16,24 @@ TASKS_FILE = "tasks.jsonl"
 def load_bundled(root: Path | None = None) -> list[Task]:
     """Read the tasks of `root` (a folder holding tasks.jsonl, or the .jsonl file itself; default:
     this package's folder). Relative data locations are resolved against the file's folder.
-    Raises TaskLoadError naming the file, line and field of the first bad record."""
+    Raises TaskLoadError naming the file, line and field of a bad record (TaskLoadErrors for several)."""
     path = Path(root) if root is not None else BUNDLED_ROOT
     if path.is_dir():
         path = path / TASKS_FILE
     if not path.is_file():
         raise TaskLoadError(path, None, None, "task file not found")
-    tasks: list[Task] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+
+    def parse(numbered: tuple[int, str]) -> Task:
+        number, line = numbered
         task = parse_line(path, number, line)
         if task.id in seen:
             raise TaskLoadError(path, number, "id", f"duplicate task id {task.id!r}")
         seen.add(task.id)
-        tasks.append(resolve_data(task, path.parent))
-    return tasks
+        return resolve_data(task, path.parent)
+
+    lines = enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+    return collect(((number, line) for number, line in lines if line.strip()), parse)
 
 
 def parse_line(path: Path, number: int, line: str) -> Task:
