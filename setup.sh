@@ -31,7 +31,7 @@ if [ ! -f "$stamp" ]; then
   # llama.cpp's default native build crashes in decode on these CPUs (see ENVIRONMENT.md):
   # build it for a portable AVX2 target instead. pip caches the wheel, so this runs once.
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
-    "${pip[@]}" install "llama-cpp-python>=0.3.8"
+    "${pip[@]}" install "llama-cpp-python==0.3.36"
   "${pip[@]}" install -e ".[dev]"
   rm -f .venv/.installed-*
   touch "$stamp"
