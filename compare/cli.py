@@ -11,6 +11,8 @@ input (nothing was run); 130 interrupted (results so far are kept).
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -140,12 +142,14 @@ def _run(plan: Any, resume: bool) -> int:
         except ConfigError as problem:
             raise fail(str(problem)) from None
         except KeyboardInterrupt:
+            progress.stop()
             console.print(
                 f"interrupted; results so far are in {plan.run_dir}. Finish with: "
                 f"compare --resume --out {plan.run_dir}",
                 highlight=False,
             )
-            return 130
+            sys.stderr.flush()
+            os._exit(130)  # threads still inside a model call would otherwise keep the process alive
     records = _write_summary(plan.run_dir)
     errors = sum(r["status"] == "error" for r in records)
     if errors:

@@ -387,28 +387,30 @@ def _prepare_models(plan: RunPlan) -> dict[str, float]:
 
 
 def _run_pending(plan: RunPlan, pending: list[Unit], writer: ResultWriter, on_result: ProgressCallback | None) -> None:
-    with ThreadPoolExecutor(max_workers=plan.config.concurrency) as pool:
-        queue = iter(pending)
-        running: set[Future] = set()
+    pool = ThreadPoolExecutor(max_workers=plan.config.concurrency, thread_name_prefix="unit")
+    queue = iter(pending)
+    running: set[Future] = set()
 
-        def submit_next() -> None:
-            unit = next(queue, None)
-            if unit is not None:
-                running.add(pool.submit(run_unit, unit, plan))
+    def submit_next() -> None:
+        unit = next(queue, None)
+        if unit is not None:
+            running.add(pool.submit(run_unit, unit, plan))
 
-        for _ in range(plan.config.concurrency):
-            submit_next()
-        try:
-            while running:
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    running.discard(future)
-                    record, trace, judge_trace = future.result()
-                    writer.write(record, trace, judge_trace)
-                    if on_result:
-                        on_result(record)
-                    submit_next()
-        except KeyboardInterrupt:
-            for future in running:
-                future.cancel()
-            raise
+    for _ in range(plan.config.concurrency):
+        submit_next()
+    try:
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                running.discard(future)
+                record, trace, judge_trace = future.result()
+                writer.write(record, trace, judge_trace)
+                if on_result:
+                    on_result(record)
+                submit_next()
+    except KeyboardInterrupt:
+        # Do not wait for the tasks in flight (a model call can take minutes); they are not
+        # recorded and run again on --resume. The CLI then exits without joining their threads.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
