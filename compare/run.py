@@ -141,9 +141,14 @@ def run_unit(unit: Unit, plan: RunPlan) -> tuple[dict[str, Any], Trace, Trace | 
     answer = _answer(unit, plan.systems[unit.system], config, recorder)
     trace = recorder.finish(answer.status, answer.error)
     judge, judge_recorder = _judge_for(task, plan.judge, unit.system)
-    scores = score(task, answer, trace, judge=judge)
+    try:
+        scores, scoring_error = score(task, answer, trace, judge=judge), None
+    except Exception as failure:  # a scorer bug must not lose the answer that was paid for
+        scores, scoring_error = {}, f"{type(failure).__name__}: {failure}"
     judge_trace = judge_recorder.finish("completed") if judge_recorder else None
     record = _result_record(unit, answer, trace, scores)
+    if scoring_error:
+        record["scoring_error"] = scoring_error
     if judge_trace is not None:
         record["judge_usage"] = judge_trace.usage().model_dump()
         record["judge_trace_file"] = record["trace_file"].removesuffix(".json") + ".judge.json"

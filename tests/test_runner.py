@@ -89,3 +89,18 @@ def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, s
     assert judge_trace["steps"] and all(s["kind"] == "model_call" for s in judge_trace["steps"])
     assert record["judge_usage"]["input_tokens"] > 0
     assert record["model_calls"] == len([s for s in system_trace["steps"] if s["kind"] == "model_call"]) == 1
+
+
+def test_a_failing_scorer_keeps_the_answer_and_says_why(tmp_path, scripted_model, monkeypatch):
+    import compare.run
+
+    def broken_score(*args, **kwargs):
+        raise ZeroDivisionError("scorer bug")
+
+    monkeypatch.setattr(compare.run, "score", broken_score)
+    task = load_benchmark("bundled")[0]
+    plan = make_plan(tmp_path, [task], scripted_model(answer_a), ["tool_use"])
+    execute(plan)
+    (record,) = records_of(plan.run_dir)
+    assert record["answer"]["choices"] == ["A"] and record["status"] == "completed"
+    assert record["scores"] == {} and record["scoring_error"] == "ZeroDivisionError: scorer bug"
