@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError, collect, json_object
+from tasks.errors import TaskLoadError, collect, is_lfs_pointer, json_object, read_json
 
 BENCHMARK = "dab"
 CONFIG_FILE = "db_config.yaml"
@@ -42,8 +42,6 @@ LOCATION_KEYS = {  # db_type -> (kind, the db_config key holding its location)
     "duckdb": (DataSourceKind.DUCKDB, "db_path"),
     "mongo": (DataSourceKind.MONGO, "dump_folder"),
 }
-LFS_MAGIC = b"version https://git-lfs"
-LFS_POINTER_MAX_BYTES = 1024  # real pointers are ~130 bytes; a database is never this small
 # (dataset, db_path) -> (JSON Lines file, table) for SQLite databases shipped only as JSON Lines.
 ORIGIN_BUILDS = {
     ("bookreview", "query_dataset/review_query.db"): ("origin_dataset/review_query_remapped.json", "review"),
@@ -139,13 +137,6 @@ def location_problem(location: Path, kind: DataSourceKind) -> str | None:
     return None
 
 
-def is_lfs_pointer(path: Path) -> bool:
-    if path.stat().st_size > LFS_POINTER_MAX_BYTES:
-        return False
-    with path.open("rb") as handle:
-        return handle.read(len(LFS_MAGIC)) == LFS_MAGIC
-
-
 def query_task(
     query: Path, dataset: str, sources: list[DataSource], unavailable: str | None, metadata: dict[str, Any]
 ) -> Task:
@@ -170,12 +161,7 @@ def query_task(
 
 def read_question(path: Path) -> str:
     """query.json holds one JSON string: the question."""
-    if not path.is_file():
-        raise TaskLoadError(path, None, None, "file not found")
-    try:
-        question = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    question = read_json(path)
     if not isinstance(question, str) or not question.strip():
         raise TaskLoadError(path, None, None, f"expected a non-empty JSON string, got {type(question).__name__}")
     return question

@@ -22,7 +22,6 @@ that are missing (or are Git LFS pointers), for the caller to print.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError, collect, json_object
+from tasks.errors import TaskLoadError, collect, is_lfs_pointer, json_object, read_json
 
 BENCHMARK = "dabstep"
 TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
@@ -44,7 +43,6 @@ CONTEXT_FILES = (
     "manual.md",
 )
 MERCHANTS_FILE = "merchant_data.json"
-LFS_MAGIC = b"version https://git-lfs"
 ACTIVITY = re.compile(r"\b(payments?|transactions?|fraud\w*|shoppers?)\b", re.IGNORECASE)
 HYPOTHETICAL = re.compile(r"\ba transaction value of\b", re.IGNORECASE)
 
@@ -78,7 +76,7 @@ def dabstep_missing_files(path: Path) -> list[str]:
         file = context / name
         if not file.is_file():
             warnings.append(f"{name} is missing from {context}")
-        elif _is_lfs_pointer(file):
+        elif is_lfs_pointer(file):
             warnings.append(f"{name} in {context} is a Git LFS pointer, not the data (run git lfs pull)")
     return warnings
 
@@ -103,20 +101,12 @@ def _locate(path: Path) -> tuple[Path, Path]:
 
 
 def _merchant_names(file: Path) -> set[str]:
-    if not file.is_file() or _is_lfs_pointer(file):
+    if not file.is_file() or is_lfs_pointer(file):
         return set()
-    try:
-        merchants = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise TaskLoadError(file, error.lineno, None, f"invalid JSON: {error.msg}") from error
+    merchants = read_json(file)
     if not isinstance(merchants, list):
         raise TaskLoadError(file, None, None, "expected a JSON list of merchants")
     return {m["merchant"] for m in merchants if isinstance(m, dict) and isinstance(m.get("merchant"), str)}
-
-
-def _is_lfs_pointer(file: Path) -> bool:
-    with file.open("rb") as handle:
-        return handle.read(len(LFS_MAGIC)) == LFS_MAGIC
 
 
 def _parse_line(file: Path, number: int, line: str, context: Path, merchants: set[str]) -> Task:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from compare.task import Gold, QuestionType, Task, ToolCall
-from tasks.errors import TaskLoadError, collect
+from tasks.errors import TaskLoadError, collect, read_json
 
 BENCHMARK = "dbgorilla"
 TOOL_NAME = "query_database"
@@ -44,12 +44,7 @@ def load_dbgorilla(path: Path) -> list[Task]:
     Raises TaskLoadError naming the file, the record's position and the field of a bad record
     (TaskLoadErrors for several)."""
     path = Path(path)
-    if not path.is_file():
-        raise TaskLoadError(path, None, None, "task file not found")
-    try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    records = read_json(path)
     if not isinstance(records, list):
         raise TaskLoadError(path, None, None, f"expected a JSON list of records, got {type(records).__name__}")
     return collect(enumerate(records), lambda numbered: parse_record(path, *numbered))

@@ -1,5 +1,6 @@
-"""The error every task loader raises for a bad task file: it names the file, the line (or
-record) and the field, so a broken benchmark file can be fixed without a debugger."""
+"""What every task loader shares: the error it raises for a bad task file (naming the file, the
+line or record and the field, so a broken benchmark file can be fixed without a debugger) and
+the small readers that raise it."""
 
 from __future__ import annotations
 
@@ -75,3 +76,26 @@ def json_object(path: str | Path, line: int, text: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise TaskLoadError(path, line, None, f"expected a JSON object, got {type(record).__name__}")
     return record
+
+
+def read_json(path: str | Path) -> Any:
+    """A whole JSON file; a TaskLoadError naming the file (and line) when it is missing or invalid."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskLoadError(path, None, None, "file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+
+
+LFS_MAGIC = b"version https://git-lfs"
+LFS_POINTER_MAX_BYTES = 1024  # pointer files are ~130 bytes; real data is never read in full
+
+
+def is_lfs_pointer(path: Path) -> bool:
+    """A Git LFS pointer stands where a published data file should be (the data was not pulled)."""
+    if path.stat().st_size > LFS_POINTER_MAX_BYTES:
+        return False
+    with path.open("rb") as handle:
+        return handle.read(len(LFS_MAGIC)) == LFS_MAGIC
