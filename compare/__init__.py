@@ -1,13 +1,134 @@
-"""Core of the data-agent comparison suite: task, trace, model gateway, tools, runner, CLI.
+"""The core of the suite and its public API: what a system, tool, scorer or benchmark needs.
 
-Where each concept lives:
-    task      compare/task.py      Task, Gold, Answer
-    trace     compare/trace.py     Trace, steps, phases, budgets
-    model     compare/model.py     the metered model gateway; providers in compare/providers/
-    tool      compare/tools/       Tool, ToolEnvironment and the built-in tools
-    system    compare/system.py    System base class and registry (workflows/ and systems/ subclass it)
-    run       compare/run.py       run plan, execution, run directory
-    cli       compare/cli.py       the `compare` command
+    task       compare/task.py       Task, Gold, Answer, DataSource
+    trace      compare/trace.py      Trace, steps, Phase and the phase rules, Budgets
+    model      compare/model.py      model interface, MeteredModel, providers by name
+    tool       compare/tool.py       Tool, ToolEnvironment
+    prompt     compare/prompt.py     the task prompt every system shows
+    system     compare/system.py     System, systems by name
+    context    compare/context.py    RunContext: what a system gets for one task run
+    benchmark  compare/benchmark.py  Benchmark, benchmarks by name, TaskLoadError
+    scorer     compare/scorer.py     scorers by name
+    registry   compare/registry.py   the name → "module:Class" registries and entry points
+    run log    compare/runlog.py     Manifest, ResultRecord, read_run, RunLogWriter
+
+The core imports nothing above it: providers and tools (`providers/`, `tools/`), the plug-ins
+(`workflows/`, `systems/`, `tasks/`, `evaluators/`) and the application (`app/`, `reports/`)
+build on it.
 """
 
 __version__ = "0.1.0"
+
+from .benchmark import (
+    BENCHMARKS,
+    Benchmark,
+    BenchmarkError,
+    PredictionFieldError,
+    TaskLoadError,
+    TaskLoadErrors,
+    create_benchmark,
+    register_benchmark,
+)
+from .context import Endpoint, RunContext
+from .model import (
+    PROVIDERS,
+    CallContext,
+    Message,
+    MeteredModel,
+    ModelConfig,
+    ModelError,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    Price,
+    ToolSpec,
+    get_provider,
+    register_provider,
+)
+from .prompt import ANSWER_TOOL, prompt_hash, task_prompt
+from .registry import Registry, RegistryError
+from .runlog import Manifest, ResultRecord, RunLog, RunLogError, read_run
+from .scorer import SCORERS, Scorer, Scores, register_scorer, score
+from .system import SYSTEMS, System, create_system, register_system
+from .task import (
+    Answer,
+    AnswerStatus,
+    DataSource,
+    DataSourceKind,
+    Gold,
+    QuestionType,
+    Task,
+    ToolCall,
+    answer_from_text,
+    answer_from_tool,
+)
+from .tool import FinalToolCall, Tool, ToolEnvironment, ToolError, ToolResult, ToolSettings
+from .trace import BudgetExceeded, Budgets, Phase, Trace, TraceRecorder, Usage
+
+__all__ = [
+    "ANSWER_TOOL",
+    "BENCHMARKS",
+    "PROVIDERS",
+    "SCORERS",
+    "SYSTEMS",
+    "Answer",
+    "AnswerStatus",
+    "Benchmark",
+    "BenchmarkError",
+    "BudgetExceeded",
+    "Budgets",
+    "CallContext",
+    "DataSource",
+    "DataSourceKind",
+    "Endpoint",
+    "FinalToolCall",
+    "Gold",
+    "Manifest",
+    "Message",
+    "MeteredModel",
+    "ModelConfig",
+    "ModelError",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "Phase",
+    "PredictionFieldError",
+    "Price",
+    "QuestionType",
+    "Registry",
+    "RegistryError",
+    "ResultRecord",
+    "RunContext",
+    "RunLog",
+    "RunLogError",
+    "Scorer",
+    "Scores",
+    "System",
+    "Task",
+    "TaskLoadError",
+    "TaskLoadErrors",
+    "Tool",
+    "ToolCall",
+    "ToolEnvironment",
+    "ToolError",
+    "ToolResult",
+    "ToolSettings",
+    "ToolSpec",
+    "Trace",
+    "TraceRecorder",
+    "Usage",
+    "__version__",
+    "answer_from_text",
+    "answer_from_tool",
+    "create_benchmark",
+    "create_system",
+    "get_provider",
+    "prompt_hash",
+    "read_run",
+    "register_benchmark",
+    "register_provider",
+    "register_scorer",
+    "register_system",
+    "score",
+    "task_prompt",
+]

@@ -4,8 +4,9 @@ A `ModelProvider` turns a `ModelRequest` into a `ModelResponse` (OpenRouter, any
 OpenAI-compatible endpoint, the embedded llama.cpp model, a scripted test model).
 `MeteredModel` wraps a provider for one task run: it checks the budgets, times the
 call with a monotonic clock, prices it, and records a `ModelCallStep` in the trace.
-Systems only ever see a `MeteredModel` (in process) or its HTTP twin
-(`compare.gateway_server`), which goes through the same `generate`.
+Systems only ever see a `MeteredModel` (in process, through their `RunContext`) or its HTTP
+twin (the OpenAI-compatible endpoint of `providers/endpoint.py`), which goes through the same
+`generate`. Providers are found by name (`PROVIDERS`): the `provider:` of a model alias.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from compare.task import ToolCall
-from compare.trace import BudgetExceeded, ModelCallStep, Phase, TraceRecorder, Usage, utc_now
-
-ProviderName = Literal["openrouter", "openai-compatible", "local", "scripted"]
+from .registry import Registry
+from .task import ToolCall
+from .trace import ModelCallStep, Phase, TraceRecorder, Usage, utc_now
 
 
 class Message(BaseModel):
@@ -55,6 +56,7 @@ class ModelResponse(BaseModel):
     finish_reason: str | None = None
     provider_model: str = ""  # the model id the provider says answered
     attempts: int = 1
+    queue_s: float = 0.0  # time the call waited for the model before it ran (the local model's lock)
 
 
 class Price(BaseModel):
@@ -69,7 +71,7 @@ class ModelConfig(BaseModel):
     """A model alias from configs/models.yaml (or the command line) resolved."""
 
     alias: str
-    provider: ProviderName
+    provider: str  # a registered provider name (`compare models` lists them)
     model_id: str
     base_url: str | None = None
     api_key_env: str | None = None  # the *name* of the variable holding the key; never the key
@@ -81,10 +83,13 @@ class ModelConfig(BaseModel):
 class ModelError(Exception):
     """A model call failed after the provider's own retries."""
 
-    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, attempts: int = 1, queue_s: float = 0.0
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.attempts = attempts
+        self.queue_s = queue_s
 
 
 class ModelProvider(ABC):
@@ -97,6 +102,11 @@ class ModelProvider(ABC):
         self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
     ) -> ModelResponse:
         """Run one chat completion. Report tokens (and cost, when the backend does)."""
+
+    @classmethod
+    def key_variable(cls, config: ModelConfig) -> str | None:
+        """The environment variable that must hold this model's API key (None: no key needed)."""
+        return config.api_key_env
 
     def prepare(self, config: ModelConfig) -> None:  # noqa: B027 - optional hook
         """Load what the first call would otherwise load (weights), so no call's timing includes it."""
@@ -115,37 +125,41 @@ class CallContext(BaseModel):
     agent: str | None = None
 
 
-# ---------------------------------------------------------------- provider registry
+# ---------------------------------------------------------------- providers by name
 
-_PROVIDER_FACTORIES: dict[str, Callable[[], ModelProvider]] = {}
-_PROVIDER_INSTANCES: dict[str, ModelProvider] = {}
-_registry_lock = threading.Lock()
+ProviderFactory = Callable[[], ModelProvider]
+
+PROVIDERS: Registry[ProviderFactory] = Registry("providers")
+_instances: dict[str, ModelProvider] = {}
+_instances_lock = threading.Lock()
 
 
-def register_provider(name: str) -> Callable[[Callable[[], ModelProvider]], Callable[[], ModelProvider]]:
-    def decorate(factory: Callable[[], ModelProvider]) -> Callable[[], ModelProvider]:
-        _PROVIDER_FACTORIES[name] = factory
+def register_provider(name: str) -> Callable[[ProviderFactory], ProviderFactory]:
+    """Register a provider class (or factory) under `name`, the `provider:` of a model alias."""
+
+    def decorate(factory: ProviderFactory) -> ProviderFactory:
+        PROVIDERS.register(name, factory)
+        with _instances_lock:
+            _instances.pop(name, None)
         return factory
 
     return decorate
 
 
 def get_provider(name: str) -> ModelProvider:
-    """One shared instance per provider kind (the local model loads its weights once)."""
-    import compare.providers  # noqa: F401 - registers the built-in providers
-
-    with _registry_lock:
-        if name not in _PROVIDER_INSTANCES:
-            if name not in _PROVIDER_FACTORIES:
-                raise KeyError(f"unknown model provider {name!r}; known: {sorted(_PROVIDER_FACTORIES)}")
-            _PROVIDER_INSTANCES[name] = _PROVIDER_FACTORIES[name]()
-        return _PROVIDER_INSTANCES[name]
+    """One shared instance per provider name and process (the local model loads its weights once)."""
+    with _instances_lock:
+        if name not in _instances:
+            _instances[name] = PROVIDERS.load(name)()
+        return _instances[name]
 
 
-def set_provider(name: str, provider: ModelProvider) -> None:
-    """Install a provider instance (tests use it for scripted models)."""
-    with _registry_lock:
-        _PROVIDER_INSTANCES[name] = provider
+def forget_provider(name: str) -> None:
+    """Drop the shared instance of `name` (after its registration changed), closing it."""
+    with _instances_lock:
+        provider = _instances.pop(name, None)
+    if provider is not None:
+        provider.close()
 
 
 # ---------------------------------------------------------------- the metered model
@@ -178,7 +192,6 @@ class MeteredModel:
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         *,
-        phase: Phase = Phase.DECISION,
         tool_choice: Literal["auto", "required", "none"] = "auto",
         response_schema: dict[str, Any] | None = None,
         temperature: float | None = None,
@@ -186,7 +199,10 @@ class MeteredModel:
         agent: str | None = None,
         via_http: bool = False,
     ) -> ModelResponse:
-        self.recorder.check_budget()
+        """One model call: admitted by the budgets, timed, priced, phase-labelled and traced."""
+        recorder = self.recorder
+        phase = recorder.phases.before_model_call(agent, [tool.name for tool in tools or []])
+        recorder.admit_model_call()
         request = ModelRequest(
             messages=messages,
             tools=tools or [],
@@ -196,20 +212,20 @@ class MeteredModel:
             max_output_tokens=max_output_tokens,
         )
         context = CallContext(
-            task_id=self.recorder.trace.task_id, system=self.system, model=self.alias, phase=phase, agent=agent
+            task_id=recorder.trace.task_id, system=self.system, model=self.alias, phase=phase, agent=agent
         )
-        timeout_s = max(1.0, min(self.call_timeout_s, self.recorder.remaining_s()))
-        started_at = utc_now()
-        start = time.perf_counter()
+        timeout_s = max(1.0, min(self.call_timeout_s, recorder.remaining_s()))
+        call = _CallTiming(agent, utc_now(), time.perf_counter(), via_http)
         try:
             response = self.provider.complete(request, self.config, timeout_s=timeout_s, context=context)
         except ModelError as error:
-            self._record(phase, agent, started_at, time.perf_counter() - start, None, error, via_http)
-            if self.recorder.remaining_s() <= 0:  # the call was cut short by the task's wall-time budget
-                raise BudgetExceeded("time_limit", f"wall-time limit reached during a model call: {error}") from error
+            self._record(call, recorder.phases.after_model_call(agent, phase, []), None, error)
+            if recorder.remaining_s() <= 0:  # the call was cut short by the task's wall-time budget
+                raise recorder.refuse("time_limit", f"wall-time limit reached during a model call: {error}") from error
             raise
         self._price(response.usage)
-        self._record(phase, agent, started_at, time.perf_counter() - start, response, None, via_http)
+        called = [c.name for c in response.message.tool_calls or []]
+        self._record(call, recorder.phases.after_model_call(agent, phase, called), response, None)
         return response
 
     def _price(self, usage: Usage) -> None:
@@ -222,26 +238,21 @@ class MeteredModel:
             usage.cost_usd, usage.cost_source = 0.0, "free"
 
     def _record(
-        self,
-        phase: Phase,
-        agent: str | None,
-        started_at: str,
-        duration_s: float,
-        response: ModelResponse | None,
-        error: ModelError | None,
-        via_http: bool,
+        self, call: _CallTiming, phase: Phase, response: ModelResponse | None, error: ModelError | None
     ) -> None:
         message = response.message if response else None
         self.recorder.add(
             ModelCallStep(
                 index=0,
                 phase=phase,
-                agent=agent,
+                agent=call.agent,
                 model=self.alias,
                 provider=self.config.provider,
                 provider_model=(response.provider_model if response else "") or self.config.model_id,
-                started_at=started_at,
-                duration_s=duration_s,
+                started_at=call.started_at,
+                duration_s=time.perf_counter() - call.start,
+                start_s=self.recorder.clock(call.start),
+                queue_s=response.queue_s if response else (error.queue_s if error else 0.0),
                 usage=response.usage if response else Usage(),
                 success=error is None,
                 error=str(error) if error else None,
@@ -249,6 +260,14 @@ class MeteredModel:
                 content=message.content if message else None,
                 tool_calls=list(message.tool_calls or []) if message else [],
                 attempts=response.attempts if response else (error.attempts if error else 1),
-                via_http=via_http,
+                via_http=call.via_http,
             )
         )
+
+
+@dataclass(frozen=True)
+class _CallTiming:
+    agent: str | None
+    started_at: str  # UTC, for people
+    start: float  # perf_counter, for durations
+    via_http: bool

@@ -1,13 +1,18 @@
-"""The trace of one task run: ordered model calls and tool calls, each timed and labelled.
+"""The trace of one task run: model calls, tool calls and messages, each timed and labelled.
 
-Durations come from `time.perf_counter()` around the real work (the model call or the
-tool call); nothing here is estimated. The recorder also enforces the run's budgets,
-so every system — ours or an external framework behind the HTTP gateway — stops at
-the same limits.
+Durations come from `time.perf_counter()` around the real work (the model call or the tool
+call); nothing here is estimated. Each step also keeps its start on the task's clock, so
+steps that overlap (a framework's parallel tool calls, LOTUS's batched model calls) are
+accounted without counting an instant twice (`Trace.by_phase`).
+
+The recorder enforces the run's budgets, so every system — ours or an external framework
+behind the HTTP endpoint — stops at the same limits, and it labels every step's phase by one
+set of rules (`PhaseRules`), so a phase means the same in every system.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import defaultdict
@@ -17,14 +22,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from compare.task import AnswerStatus, ToolCall
+from .task import AnswerStatus, ToolCall
 
 
 class Phase(StrEnum):
     DECISION = "decision"  # choosing the next action
     EXECUTE = "execute"  # running a tool
-    RETRY = "retry"  # redoing a failed step
+    RETRY = "retry"  # redoing a failed or rejected step
     GENERATE = "generate"  # writing the final answer
+
+
+QUEUE = "queue"  # time a model call waited for the model (the embedded model runs one call at a time)
+OTHER = "other"  # wall time in no step: the system's own work
 
 
 class Usage(BaseModel):
@@ -57,6 +66,8 @@ class ModelCallStep(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)  # the calls it asked for, with arguments
     attempts: int = 1  # HTTP attempts, retries of transient errors included
     via_http: bool = False  # made through the loopback OpenAI-compatible endpoint
+    start_s: float | None = None  # on the task's clock; None in traces written before schema 2
+    queue_s: float = 0.0  # the part of duration_s spent waiting for the model, not in it
 
 
 class ToolCallStep(BaseModel):
@@ -72,6 +83,7 @@ class ToolCallStep(BaseModel):
     error: str | None = None
     result_summary: str = ""
     truncated: bool = False
+    start_s: float | None = None  # on the task's clock
 
 
 class MessageStep(BaseModel):
@@ -85,6 +97,7 @@ class MessageStep(BaseModel):
     started_at: str
     duration_s: float = 0.0
     content: str  # the message, summarized to its first characters
+    start_s: float | None = None
 
 
 Step = Annotated[ModelCallStep | ToolCallStep | MessageStep, Field(discriminator="kind")]
@@ -100,7 +113,11 @@ class PhaseTotals(BaseModel):
     cost_usd: float = 0.0
 
 
+TRACE_SCHEMA_VERSION = 2  # 2: steps carry start_s (and model calls queue_s); phases by the rules of PhaseRules
+
+
 class Trace(BaseModel):
+    schema_version: int = TRACE_SCHEMA_VERSION
     task_id: str
     system: str
     model: str
@@ -131,11 +148,12 @@ class Trace(BaseModel):
         return total
 
     def by_phase(self) -> dict[str, PhaseTotals]:
-        """Latency, calls, tokens and cost per phase; 'other' is wall time outside any step."""
+        """Latency, calls, tokens and cost per phase; `queue` is waiting for the model, `other` the
+        wall time in no step. Every instant of the wall time counts once (`phase_seconds`), so the
+        latencies add up to the wall time also when steps overlap."""
         totals: dict[str, PhaseTotals] = defaultdict(PhaseTotals)
         for step in self.steps:
             bucket = totals[step.phase.value]
-            bucket.latency_s += step.duration_s
             if isinstance(step, MessageStep):
                 continue
             if isinstance(step, ModelCallStep):
@@ -146,9 +164,47 @@ class Trace(BaseModel):
                 bucket.cost_usd += step.usage.cost_usd
             else:
                 bucket.tool_calls += 1
-        measured = sum(b.latency_s for b in totals.values())
-        totals["other"] = PhaseTotals(latency_s=max(0.0, self.wall_time_s - measured))
+        for name, seconds in phase_seconds(self.steps, self.wall_time_s).items():
+            totals[name].latency_s = seconds
         return dict(totals)
+
+
+def _intervals(steps: list[Step]) -> list[tuple[float, float, str]]:
+    """(start, end, bucket) of every timed step; a model call's queueing is its own bucket.
+    Steps without a start (traces before schema 2) are laid end to end, as they then ran."""
+    intervals, cursor = [], 0.0
+    for step in steps:
+        if step.duration_s <= 0:
+            continue
+        start = cursor if step.start_s is None else step.start_s
+        end = start + step.duration_s
+        cursor = end
+        queued = min(step.queue_s, step.duration_s) if isinstance(step, ModelCallStep) else 0.0
+        if queued > 0:
+            intervals.append((start, start + queued, QUEUE))
+        if end > start + queued:
+            intervals.append((start + queued, end, step.phase.value))
+    return intervals
+
+
+def phase_seconds(steps: list[Step], wall_time_s: float) -> dict[str, float]:
+    """Seconds per phase bucket, with `other` for the rest of the wall time.
+
+    The rule for overlapping steps: each instant counts once. An instant in which steps of
+    several buckets run is shared equally among those buckets; an instant in which several
+    steps of one bucket run counts once for it. So the buckets sum to the union of the steps'
+    intervals, and with `other` to the wall time (never more).
+    """
+    intervals = _intervals(steps)
+    seconds: dict[str, float] = defaultdict(float)
+    edges = sorted({t for start, end, _ in intervals for t in (start, end)})
+    for left, right in itertools.pairwise(edges):
+        active = {bucket for start, end, bucket in intervals if start <= left and end >= right}
+        for bucket in active:
+            seconds[bucket] += (right - left) / len(active)
+    busy = sum(seconds.values())
+    seconds[OTHER] = max(0.0, wall_time_s - busy)
+    return dict(seconds)
 
 
 class Budgets(BaseModel):
@@ -170,14 +226,67 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+class PhaseRules:
+    """The one place where a step's phase is decided; the same in every system.
+
+    - GENERATE: a model call that gives the final answer — it was offered only answer tools, or
+      its reply calls one, or the system takes its text as the answer (`RunContext.answer_from_text`);
+      and every call of an answer tool (`Tool.answers`: `answer`, DAB's `return_answer`, a
+      function-calling task's prediction).
+    - RETRY: otherwise, a model call of an agent whose last step failed (a tool call came back
+      unsuccessful) or was rejected (`RunContext.redo`: a critic's "revise", a plan step that found
+      nothing); and the tool calls such a model call asks for.
+    - DECISION: every other model call. EXECUTE: every other tool call.
+
+    Agents are told apart by the `agent` label of a step (None for a single-agent system), so one
+    agent's failure never turns another agent's next call into a retry.
+    """
+
+    def __init__(self) -> None:
+        self.answer_tools: set[str] = set()
+        self._redo: set[str | None] = set()
+        self._last_model_phase: dict[str | None, Phase] = {}
+        self._lock = threading.Lock()
+
+    def before_model_call(self, agent: str | None, offered: list[str]) -> Phase:
+        """The phase a model call is made in (the reply may still make it GENERATE)."""
+        with self._lock:
+            if offered and all(name in self.answer_tools for name in offered):
+                return Phase.GENERATE
+            return Phase.RETRY if agent in self._redo else Phase.DECISION
+
+    def after_model_call(self, agent: str | None, phase: Phase, called: list[str]) -> Phase:
+        """The phase of a finished model call, given the tools its reply calls."""
+        with self._lock:
+            if any(name in self.answer_tools for name in called):
+                phase = Phase.GENERATE
+            self._redo.discard(agent)
+            self._last_model_phase[agent] = phase
+            return phase
+
+    def tool_call(self, agent: str | None, tool: str) -> Phase:
+        with self._lock:
+            if tool in self.answer_tools:
+                return Phase.GENERATE
+            return Phase.RETRY if self._last_model_phase.get(agent) == Phase.RETRY else Phase.EXECUTE
+
+    def redo(self, agent: str | None) -> None:
+        """The agent's next model call redoes a step (after a failed tool call or a rejected result)."""
+        with self._lock:
+            self._redo.add(agent)
+
+
 class TraceRecorder:
-    """Collects the steps of one task run and checks its budgets. Thread-safe."""
+    """Collects the steps of one task run, labels their phases and checks its budgets. Thread-safe."""
 
     def __init__(self, trace: Trace, budgets: Budgets) -> None:
         self.trace = trace
         self.budgets = budgets
+        self.phases = PhaseRules()
+        self.stopped_by: BudgetExceeded | None = None  # the first budget that refused a call
         self._lock = threading.Lock()
         self._started = time.perf_counter()
+        self._model_calls_admitted = 0
         trace.started_at = utc_now()
 
     def start(self) -> None:
@@ -190,11 +299,12 @@ class TraceRecorder:
     def elapsed_s(self) -> float:
         return time.perf_counter() - self._started
 
+    def clock(self, instant: float) -> float:
+        """A `perf_counter()` reading as seconds on the task's clock."""
+        return instant - self._started
+
     def remaining_s(self) -> float:
         return self.budgets.wall_time_s - self.elapsed_s()
-
-    def next_index(self) -> int:
-        return len(self.trace.steps)
 
     def add(self, step: ModelCallStep | ToolCallStep | MessageStep) -> None:
         with self._lock:
@@ -205,25 +315,52 @@ class TraceRecorder:
         """Record a message passed between agents."""
         self.add(
             MessageStep(
-                index=0, phase=phase, agent=sender, recipient=recipient, started_at=utc_now(), content=content[:500]
+                index=0,
+                phase=phase,
+                agent=sender,
+                recipient=recipient,
+                started_at=utc_now(),
+                content=content[:500],
+                start_s=self.elapsed_s(),
             )
         )
 
-    def check_budget(self) -> None:
-        """Raise BudgetExceeded when the next model call would exceed a limit."""
-        if self.remaining_s() <= 0:
-            raise BudgetExceeded("time_limit", f"wall-time limit of {self.budgets.wall_time_s}s reached")
-        if len(self.trace.model_calls) >= self.budgets.max_steps:
-            raise BudgetExceeded("max_steps", f"step limit of {self.budgets.max_steps} model calls reached")
-        if self.trace.usage().total_tokens >= self.budgets.max_tokens:
-            raise BudgetExceeded("max_tokens", f"token limit of {self.budgets.max_tokens} reached")
+    def admit_model_call(self) -> None:
+        """Reserve one model call of the step budget before the call is sent, so that parallel
+        calls can never together exceed it; raise BudgetExceeded when a limit is reached.
 
-    def relabel_last_model_call(self, phase: Phase) -> None:
-        """Workflows learn what a model call was for only from its output (e.g. it wrote the answer)."""
+        Tokens are checked against the calls that have finished: parallel calls in flight can
+        together pass `max_tokens` by what they use, and the next call is refused."""
+        with self._lock:
+            self._check_locked(self._model_calls_admitted)
+            self._model_calls_admitted += 1
+
+    def check_budget(self) -> None:
+        """Raise BudgetExceeded when the next model call would exceed a limit (reserves nothing)."""
+        with self._lock:
+            self._check_locked(self._model_calls_admitted)
+
+    def refuse(self, status: AnswerStatus, detail: str) -> BudgetExceeded:
+        """The BudgetExceeded to raise for `status`; the first one is remembered as `stopped_by`."""
+        refusal = BudgetExceeded(status, detail)
+        if self.stopped_by is None:
+            self.stopped_by = refusal
+        return refusal
+
+    def _check_locked(self, admitted: int) -> None:
+        if self.remaining_s() <= 0:
+            raise self.refuse("time_limit", f"wall-time limit of {self.budgets.wall_time_s}s reached")
+        if admitted >= self.budgets.max_steps:
+            raise self.refuse("max_steps", f"step limit of {self.budgets.max_steps} model calls reached")
+        if self.trace.usage().total_tokens >= self.budgets.max_tokens:
+            raise self.refuse("max_tokens", f"token limit of {self.budgets.max_tokens} reached")
+
+    def mark_answer(self, agent: str | None) -> None:
+        """The agent's last model call gave the final answer in its text (PhaseRules: GENERATE)."""
         with self._lock:
             for step in reversed(self.trace.steps):
-                if isinstance(step, ModelCallStep):
-                    step.phase = phase
+                if isinstance(step, ModelCallStep) and step.agent == agent:
+                    step.phase = Phase.GENERATE
                     return
 
     def finish(self, status: AnswerStatus, error: str | None = None) -> Trace:

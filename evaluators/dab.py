@@ -45,9 +45,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from compare.task import Answer, Gold, Task
-from compare.tools.python_sandbox import SandboxRun, run_sandboxed
-from evaluators.statistics import pass_at_k, stratified_mean
+from ..compare.model import MeteredModel
+from ..compare.scorer import Scores
+from ..compare.task import Answer, Gold, Task
+from ..compare.trace import Trace
+from ..tools.python_sandbox import SandboxRun, run_sandboxed
+from .statistics import pass_at_k, stratified_mean
 
 VALIDATOR_TIMEOUT_S = 30.0
 VALIDATOR_MEMORY_MB = 1024
@@ -323,3 +326,8 @@ def pass_at_k_table(records: Iterable[Mapping[str, Any]]) -> PassAtKTable:
         k: stratified_mean({name: [q.pass_at[k] for q in group] for name, group in by_dataset.items()}) for k in ks
     }
     return PassAtKTable(ks, queries, datasets, overall, unavailable)
+
+
+def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback)."""
+    return dict(score_dab(task, answer)[0])

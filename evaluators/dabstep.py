@@ -37,7 +37,10 @@ import math
 import re
 from difflib import SequenceMatcher
 
-from compare.task import Answer, Task
+from ..compare.model import MeteredModel
+from ..compare.scorer import Scores
+from ..compare.task import Answer, Task
+from ..compare.trace import Trace
 
 _NUMERIC_WITH_COMMAS = re.compile(r"^\$?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+[.,]\d+)$")
 _FIRST_NUMBER = re.compile(r"(\d*\.\d+|\d+\.?\d*)%?")
@@ -192,3 +195,8 @@ def score_dabstep(task: Task, answer: Answer) -> dict[str, float | None]:
         "correct": float(question_scorer(answer.text, gold_text)),
         "correct_strict": float(strict_question_scorer(answer.text, gold_text)),
     }
+
+
+def dabstep_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `dabstep`: the official question_scorer (`correct`) and the strict variant."""
+    return score_dabstep(task, answer)

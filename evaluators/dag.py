@@ -63,8 +63,10 @@ import networkx as nx
 import yaml
 from pydantic import BaseModel
 
-from compare.task import AltGroup, DagEdge, DagNode, EdgeType, GoldDag, Task
-from compare.trace import Trace
+from ..compare.model import MeteredModel
+from ..compare.scorer import Scores
+from ..compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
+from ..compare.trace import Trace
 
 ALIASES_FILE = Path(__file__).with_name("tool_aliases.yaml")
 ANSWER = "answer"
@@ -427,3 +429,14 @@ def score_dag(task: Task, trace: Trace) -> dict[str, float]:
         return {}
     result = tool_orchestration(dag, [(step.tool, step.success) for step in trace.tool_calls])
     return {"tos": result.tos, "gc": result.gc, "tq": result.tq, "tf": result.tf, "ss": result.ss, "sr": result.sr}
+
+
+def tool_dag_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `tool_dag`: TOS and its parts against the task's gold DAG (nothing without one)."""
+    return dict(score_dag(task, trace))
+
+
+def tool_success_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `tool_success`: SR, the share of tool calls that succeeded (nothing without calls)."""
+    calls = trace.tool_calls
+    return {"sr": sum(call.success for call in calls) / len(calls)} if calls else {}

@@ -46,7 +46,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from compare.task import Answer, Task, ToolCall
+from ..compare.model import MeteredModel
+from ..compare.scorer import Scores
+from ..compare.task import Answer, Task, ToolCall
+from ..compare.trace import Trace
 
 FILTERS = ("integer_property_filter", "text_property_filter", "boolean_property_filter")
 AGGREGATIONS = ("integer_property_aggregation", "text_property_aggregation", "boolean_property_aggregation")
@@ -277,3 +280,8 @@ def summarize_dbgorilla(rows: Iterable[tuple[dict[str, Any] | None, dict[str, An
         summary[f"args_{bucket}.ast_score"] = _mean([asts[i] for i in members])
         summary[f"args_{bucket}.exact_match"] = _mean([exacts[i] for i in members])
     return summary
+
+
+def dbgorilla_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `dbgorilla`: the official AST score, exact match and per-component matches."""
+    return score_dbgorilla(task, answer)

@@ -27,7 +27,10 @@ from __future__ import annotations
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-from compare.task import Answer, QuestionType, Task
+from ..compare.model import MeteredModel
+from ..compare.scorer import Scores
+from ..compare.task import Answer, QuestionType, Task
+from ..compare.trace import Trace
 
 _LABEL = re.compile(r"^\s*(?:final\s+)?(?:answer|answers)\s*(?:is|are)?\s*[:=]?\s*|^\s*the\s+answer\s+is\s*:?\s*", re.I)
 _SEPARATORS = r"[\s\[\](){}'\"`,;/&.]"
@@ -115,3 +118,14 @@ def jaccard(task: Task, answer: Answer) -> float:
     chosen, gold = set(chosen_letters(answer)), set(gold_letters(task))
     union = chosen | gold
     return len(chosen & gold) / len(union) if union else 0.0
+
+
+def exact_match_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `exact_match`: exact_match of choice and factoid tasks with a gold answer, and
+    jaccard for multiple choice."""
+    match = exact_match(task, answer)
+    if match is None:
+        return {}
+    if task.question_type == QuestionType.MULTIPLE_CHOICE:
+        return {"exact_match": match, "jaccard": jaccard(task, answer)}
+    return {"exact_match": match}

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from functools import cache
 
-from rouge_score import rouge_scorer
+from rouge_score.rouge_scorer import RougeScorer
 
-from compare.task import Answer, QuestionType, Task
+from ..compare.model import MeteredModel
+from ..compare.scorer import Scores
+from ..compare.task import Answer, QuestionType, Task
+from ..compare.trace import Trace
 
 
 @cache
-def _scorer() -> rouge_scorer.RougeScorer:
-    return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
+def _scorer() -> RougeScorer:
+    return RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
 
 
 def rouge(task: Task, answer: Answer) -> dict[str, float]:
@@ -20,3 +23,8 @@ def rouge(task: Task, answer: Answer) -> dict[str, float]:
         return {}
     scores = _scorer().score(reference, answer.report or answer.text or "")
     return {"rouge1_f": scores["rouge1"].fmeasure, "rougeL_f": scores["rougeL"].fmeasure}
+
+
+def rouge_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `rouge`: ROUGE-1 and ROUGE-L F of a report against the reference report."""
+    return dict(rouge(task, answer))

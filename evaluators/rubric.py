@@ -54,9 +54,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from compare.model import Message, MeteredModel, ModelError
-from compare.task import Answer, QuestionType, Task
-from compare.trace import BudgetExceeded, Phase
+from ..compare.model import Message, MeteredModel, ModelError
+from ..compare.scorer import Scores
+from ..compare.task import Answer, QuestionType, Task
+from ..compare.trace import BudgetExceeded, Trace
 
 MAX_ROWS = 20
 DEFAULT_REL_TOL = 0.005
@@ -378,7 +379,6 @@ class RubricJudge:
         try:
             reply = self.model.generate(
                 messages,
-                phase=Phase.GENERATE,
                 response_schema=_verdict_schema(levels),
                 temperature=0.0,
                 agent=JUDGE_AGENT,
@@ -407,3 +407,8 @@ def score_rubric(task: Task, answer: Answer, judge: RubricJudge | None) -> dict[
         return {"rs": None, **dict.fromkeys(DIMENSIONS.values()), "sql_acc": sql_acc}
     scores = judge.score(task, answer)
     return {"rs": scores.rs, **{key: scores.score_of(name) for name, key in DIMENSIONS.items()}}
+
+
+def rubric_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `rubric`: RS and its dimensions for report tasks, judged by the run's judge model."""
+    return score_rubric(task, answer, RubricJudge(judge) if judge is not None else None)

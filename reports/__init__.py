@@ -1,5 +1,5 @@
 """Turning run directories into tables and pages."""
 
-from reports.summary import PairRow, SummaryRow, markdown, pairwise, rich_table, summarize
+from .summary import PairRow, SummaryRow, markdown, pairwise, rich_table, summarize
 
 __all__ = ["PairRow", "SummaryRow", "markdown", "pairwise", "rich_table", "summarize"]

@@ -1,6 +1,7 @@
 """The comparison summary of a run directory: one row per system × model, and paired tests.
 
-Every number is an average over the result records (results.jsonl) of that row. Accuracy
+Built from the typed run log only (`compare.runlog`). Every number is an average over the
+result records of that row. Accuracy
 is the benchmark's correctness metric (`exact_match`, or `correct` for DABstep/DAB),
 averaged over the records that have it, with a 95% bootstrap confidence interval. Paired
 comparisons use the tasks both rows answered: McNemar's test on correctness and a paired
@@ -16,10 +17,10 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
-from evaluators.dab import pass_at_k_table
-from evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap
+from ..compare.runlog import Manifest, ResultRecord
+from ..evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap
 
-PHASES = ("decision", "execute", "retry", "generate", "other")
+PHASES = ("decision", "execute", "retry", "generate", "queue", "other")
 
 
 class SummaryRow(BaseModel):
@@ -62,27 +63,36 @@ def _mean(values: list[float]) -> float | None:
     return mean(values) if values else None
 
 
-def summarize(records: list[dict[str, Any]]) -> list[SummaryRow]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+def summarize(records: list[ResultRecord]) -> list[SummaryRow]:
+    groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
     for record in records:
-        groups[(record["system"], record["model"])].append(record)
+        groups[(record.system, record.model)].append(record)
     return [_row(system, model, rows) for (system, model), rows in sorted(groups.items())]
 
 
-def correctness(record: dict[str, Any]) -> float | None:
-    scores = record["scores"]
-    return scores.get("exact_match", scores.get("correct"))
+def correctness(record: ResultRecord) -> float | None:
+    """The benchmark's correctness metric: `exact_match`, or `correct` (DABstep, DAB)."""
+    return record.scores.get("exact_match", record.scores.get("correct"))
 
 
-def _row(system: str, model: str, rows: list[dict[str, Any]]) -> SummaryRow:
+def _score_mean(rows: list[ResultRecord], metric: str) -> float | None:
+    return _mean([v for v in (r.scores.get(metric) for r in rows) if v is not None])
+
+
+def _phase_latency(record: ResultRecord, phase: str) -> float:
+    totals = record.latency_by_phase.get(phase)
+    return totals.latency_s if totals else 0.0
+
+
+def _row(system: str, model: str, rows: list[ResultRecord]) -> SummaryRow:
     scored = [r for r in rows if correctness(r) is not None]
     by_type: dict[str, list[float]] = defaultdict(list)
     for r in scored:
-        by_type[r["question_type"]].append(correctness(r))
-    statuses = [r["status"] for r in rows]
+        by_type[r.question_type].append(correctness(r))
+    statuses = [r.status for r in rows]
     accuracy = bootstrap_ci([correctness(r) for r in scored]) if len(scored) > 1 else None
     correct = sum(correctness(r) == 1.0 for r in scored)
-    total_cost = sum(r["usage"]["cost_usd"] for r in rows)
+    total_cost = sum(r.usage.cost_usd for r in rows)
     return SummaryRow(
         system=system,
         model=model,
@@ -95,29 +105,28 @@ def _row(system: str, model: str, rows: list[dict[str, Any]]) -> SummaryRow:
         accuracy_ci=(accuracy.low, accuracy.high) if accuracy else None,
         accuracy_by_type={t: mean(v) for t, v in sorted(by_type.items())},
         accuracy_n=len(scored),
-        tos=_mean([r["scores"]["tos"] for r in rows if r["scores"].get("tos") is not None]),
-        rs=_mean([r["scores"]["rs"] for r in rows if r["scores"].get("rs") is not None]),
-        rouge_l=_mean([r["scores"]["rougeL_f"] for r in rows if "rougeL_f" in r["scores"]]),
-        mean_latency_s=mean(r["latency_s"] for r in rows),
-        mean_latency_by_phase_s={
-            p: mean(r["latency_by_phase"].get(p, {}).get("latency_s", 0.0) for r in rows) for p in PHASES
-        },
-        mean_model_calls=mean(r["model_calls"] for r in rows),
-        mean_tool_calls=mean(len(r["tool_calls"]) for r in rows),
-        mean_input_tokens=mean(r["usage"]["input_tokens"] for r in rows),
-        mean_output_tokens=mean(r["usage"]["output_tokens"] for r in rows),
-        mean_reasoning_tokens=mean(r["usage"]["reasoning_tokens"] for r in rows),
+        tos=_score_mean(rows, "tos"),
+        rs=_score_mean(rows, "rs"),
+        rouge_l=_score_mean(rows, "rougeL_f"),
+        mean_latency_s=mean(r.latency_s for r in rows),
+        mean_latency_by_phase_s={p: mean(_phase_latency(r, p) for r in rows) for p in PHASES},
+        mean_model_calls=mean(r.model_calls for r in rows),
+        mean_tool_calls=mean(len(r.tool_calls) for r in rows),
+        mean_input_tokens=mean(r.usage.input_tokens for r in rows),
+        mean_output_tokens=mean(r.usage.output_tokens for r in rows),
+        mean_reasoning_tokens=mean(r.usage.reasoning_tokens for r in rows),
         total_cost_usd=total_cost,
         cost_per_correct_usd=total_cost / correct if correct else None,
     )
 
 
-def pairwise(records: list[dict[str, Any]]) -> list[PairRow]:
+def pairwise(records: list[ResultRecord]) -> list[PairRow]:
     """Every pair of system/model rows, compared on the tasks (and epochs) both have a verdict for."""
     verdicts: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
     for r in records:
-        if correctness(r) is not None:
-            verdicts[f"{r['system']}/{r['model']}"][(r["task_id"], r["epoch"])] = correctness(r)
+        verdict = correctness(r)
+        if verdict is not None:
+            verdicts[f"{r.system}/{r.model}"][(r.task_id, r.epoch)] = verdict
     pairs = []
     names = sorted(verdicts)
     for i, first in enumerate(names):
@@ -198,21 +207,21 @@ def rich_table(rows: list[SummaryRow]) -> Table:
 
 
 CI_METRICS: dict[str, Any] = {
-    "latency s": lambda r: r["latency_s"],
-    "model calls": lambda r: r["model_calls"],
-    "input tokens": lambda r: r["usage"]["input_tokens"],
-    "output tokens": lambda r: r["usage"]["output_tokens"],
-    "cost $": lambda r: r["usage"]["cost_usd"],
-    "TOS": lambda r: r["scores"].get("tos"),
-    "RS": lambda r: r["scores"].get("rs"),
+    "latency s": lambda r: r.latency_s,
+    "model calls": lambda r: r.model_calls,
+    "input tokens": lambda r: r.usage.input_tokens,
+    "output tokens": lambda r: r.usage.output_tokens,
+    "cost $": lambda r: r.usage.cost_usd,
+    "TOS": lambda r: r.scores.get("tos"),
+    "RS": lambda r: r.scores.get("rs"),
 }
 
 
-def confidence_lines(records: list[dict[str, Any]]) -> list[str]:
+def confidence_lines(records: list[ResultRecord]) -> list[str]:
     """Mean [95% bootstrap CI] of every per-task metric of every row."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[ResultRecord]] = defaultdict(list)
     for r in records:
-        groups[f"{r['system']}/{r['model']}"].append(r)
+        groups[f"{r.system}/{r.model}"].append(r)
     lines = ["| row | " + " | ".join(CI_METRICS) + " |", "|" + "---|" * (len(CI_METRICS) + 1)]
     for name, rows in sorted(groups.items()):
         cells = []
@@ -224,35 +233,22 @@ def confidence_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def pass_at_k_lines(records: list[dict[str, Any]]) -> list[str]:
-    """DAB's pass@k (unbiased estimator over epochs), per dataset then stratified, per row."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        if r.get("benchmark") == "dab":
-            groups[f"{r['system']}/{r['model']}"].append(r)
-    lines = []
-    for name, rows in sorted(groups.items()):
-        table = pass_at_k_table(rows)
-        overall = ", ".join(f"pass@{k} {v:.3f}" for k, v in table.overall.items())
-        lines.append(f"- {name}: {overall or 'no scored trials'} (datasets averaged equally)")
-        for dataset, by_k in sorted(table.datasets.items()):
-            lines.append(f"  - {dataset}: " + ", ".join(f"pass@{k} {v:.3f}" for k, v in by_k.items()))
-    return lines
-
-
 def markdown(
     rows: list[SummaryRow],
-    manifest: dict[str, Any],
+    manifest: Manifest,
     pairs: list[PairRow] | None = None,
-    records: list[dict[str, Any]] | None = None,
+    records: list[ResultRecord] | None = None,
+    benchmark_lines: list[str] | None = None,
 ) -> str:
-    m, config = manifest, manifest.get("config", {})
+    """summary.md; `benchmark_lines` is the benchmark's own section (`Benchmark.report_lines`)."""
+    m = manifest
+    budgets = m.budgets.model_dump()
     lines = [
-        f"# Run summary: {m.get('benchmark', '?')}",
+        f"# Run summary: {m.benchmark}",
         "",
-        f"- started {m.get('started_at')}, finished {m.get('finished_at')}, status {m.get('status')}",
-        f"- suite {m.get('suite_version')}, git {m.get('git', {}).get('sha', 'unknown')[:12]}",
-        f"- tasks {len(m.get('task_ids', []))}, epochs {config.get('epochs')}, budgets {m.get('budgets')}",
+        f"- started {m.started_at}, finished {m.finished_at}, status {m.status}",
+        f"- suite {m.suite_version}, git {m.git.sha[:12]}",
+        f"- tasks {len(m.task_ids)}, epochs {m.config.get('epochs')}, budgets {budgets}",
         "",
         "| " + " | ".join(name for name, _ in COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",
@@ -265,9 +261,8 @@ def markdown(
         lines.append(f"| {row.system} | {row.model} | {phases} |")
     if records:
         lines += ["", "## Means with 95% bootstrap confidence intervals (per task)", "", *confidence_lines(records)]
-        dab = pass_at_k_lines(records)
-        if dab:
-            lines += ["", "## DAB pass@k", "", *dab]
+    if benchmark_lines:
+        lines += ["", *benchmark_lines]
     if pairs:
         lines += ["", "## Paired comparisons (tasks both answered)", ""]
         lines += [
@@ -284,6 +279,7 @@ def markdown(
         "",
         "accuracy = the benchmark's correctness metric (exact match; `correct` for DABstep/DAB), with a 95%",
         "bootstrap CI. TOS = tool orchestration score against the gold DAG. RS = rubric score (needs --judge).",
-        "'other' = wall time outside any model or tool call.",
+        "'queue' = waiting for the model (the embedded model runs one call at a time); 'other' = wall time",
+        "outside any model or tool call. Overlapping steps share their time (no instant counts twice).",
     ]
     return "\n".join(lines) + "\n"

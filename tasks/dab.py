@@ -23,14 +23,25 @@ import os
 import re
 import sqlite3
 import tempfile
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
-from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError, collect, is_lfs_pointer, json_object, read_json
+from ..compare.benchmark import Benchmark, BenchmarkError, TaskLoadError
+from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
+from ..compare.tool import Tool, ToolSettings
+from ..evaluators.dab import pass_at_k_table
+from ..evaluators.predictions import text_answer
+from ..tools import SQL_KINDS, check_kinds, offered
+from ..tools.dab import dab_tools
+from ..tools.postgres import PostgresCluster, PostgresError, prepare_postgres
+from .records import collect, is_lfs_pointer, json_object, read_json
+
+if TYPE_CHECKING:
+    from ..compare.runlog import ResultRecord
 
 BENCHMARK = "dab"
 CONFIG_FILE = "db_config.yaml"
@@ -229,3 +240,73 @@ def sql_value(value: Any) -> Any:
 
 def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+# ---------------------------------------------------------------- the benchmark
+
+DAB_KINDS = {*SQL_KINDS, DataSourceKind.MONGO}
+
+
+class DataAgentBench(Benchmark):
+    """DataAgentBench: questions across SQL and Mongo databases, checked by each query's validate.py."""
+
+    name = BENCHMARK
+    scorers = ("dab", "tool_success")
+    # The official harness: 100 iterations, tool results over 10,000 characters truncated in the
+    # context, 1 hour per trial.
+    harness: ClassVar[dict[str, Any]] = {
+        "budgets": {"max_steps": 100, "tool_result_max_chars": 10_000, "wall_time_s": 3600, "max_tokens": 2_000_000}
+    }
+
+    def __init__(self, path: str | Path | None = None, **options: Any) -> None:
+        super().__init__(path, **options)
+        self._cluster: PostgresCluster | None = None
+
+    def load(self) -> list[Task]:
+        # build_missing: e.g. bookreview's review table, published as JSON Lines.
+        return load_dab(self.path, hints=bool(self.options.get("hints")), build_missing=True)
+
+    def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
+        check_kinds(task, DAB_KINDS)
+        return offered(task, dab_tools(task, settings))
+
+    def prepare(self, tasks: list[Task]) -> list[Task]:
+        """Restore the PostgreSQL dumps into `postgres_url` or a throw-away local cluster (stopped by
+        `close`). A dump that does not restore is a malformed input file: BenchmarkError."""
+        if not any(s.kind == DataSourceKind.POSTGRES for t in tasks for s in t.data):
+            return tasks
+        try:
+            prepared, self._cluster = prepare_postgres(tasks, url=self.options.get("postgres_url"))
+        except PostgresError as unavailable:
+            raise BenchmarkError(str(unavailable)) from unavailable
+        pairs = zip(tasks, prepared, strict=True)
+        broken = sorted(
+            {str(after.unavailable) for before, after in pairs if after.unavailable and not before.unavailable}
+        )
+        if broken:
+            self.close()
+            raise BenchmarkError("a database dump could not be restored:\n" + "\n".join(broken))
+        return prepared
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.stop()
+            self._cluster = None
+
+    def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
+        return text_answer(task, record, "answer")
+
+    @classmethod
+    def report_lines(cls, records: Sequence[ResultRecord]) -> list[str]:
+        """pass@k (unbiased estimator over epochs), per dataset then stratified, per system/model."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for record in records:
+            groups.setdefault(f"{record.system}/{record.model}", []).append(record.model_dump())
+        lines = []
+        for name, rows in sorted(groups.items()):
+            table = pass_at_k_table(rows)
+            overall = ", ".join(f"pass@{k} {v:.3f}" for k, v in table.overall.items())
+            lines.append(f"- {name}: {overall or 'no scored trials'} (datasets averaged equally)")
+            for dataset, by_k in sorted(table.datasets.items()):
+                lines.append(f"  - {dataset}: " + ", ".join(f"pass@{k} {v:.3f}" for k, v in by_k.items()))
+        return ["## DAB pass@k", "", *lines] if lines else []

@@ -23,13 +23,18 @@ that are missing (or are Git LFS pointers), for the caller to print.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from tasks.errors import TaskLoadError, collect, is_lfs_pointer, json_object, read_json
+from ..compare.benchmark import Benchmark, TaskLoadError
+from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
+from ..compare.tool import Tool, ToolSettings
+from ..evaluators.predictions import text_answer
+from ..tools import default_tools
+from .records import collect, is_lfs_pointer, json_object, read_json
 
 BENCHMARK = "dabstep"
 TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
@@ -144,3 +149,32 @@ def _text(file: Path, number: int, record: dict[str, Any], field: str, *, requir
     if required and not text.strip():
         raise TaskLoadError(file, number, field, "must not be empty")
     return text
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+class DabStep(Benchmark):
+    """DABstep: Adyen's multi-step factoid questions over payments data files (official scorer)."""
+
+    name = BENCHMARK
+    scorers = ("dabstep", "tool_success")
+
+    def load(self) -> list[Task]:
+        return load_dabstep(self.path)
+
+    def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
+        return default_tools(task, settings)
+
+    def warnings(self, tasks: Sequence[Task]) -> list[str]:
+        """Missing context files, and which tasks look like they need payments.csv."""
+        warnings = dabstep_missing_files(self.path)
+        if any(w.startswith("payments.csv") for w in warnings):
+            needing = [t.id for t in tasks if t.metadata.get("needs_payments")]
+            warnings.append(
+                f"tasks that look like they need payments.csv ({len(needing)}): {', '.join(needing) or 'none'}"
+            )
+        return warnings
+
+    def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
+        return text_answer(task, record, "agent_answer")

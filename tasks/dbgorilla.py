@@ -18,11 +18,17 @@ enums would make those gold calls impossible to express, and the original tool h
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from compare.task import Gold, QuestionType, Task, ToolCall
-from tasks.errors import TaskLoadError, collect, read_json
+from ..compare.benchmark import Benchmark, PredictionFieldError, TaskLoadError
+from ..compare.task import Answer, Gold, QuestionType, Task, ToolCall
+from ..compare.tool import Tool, ToolSettings
+from ..evaluators.dbgorilla import prediction_from_tool_call, summarize_dbgorilla
+from ..tools import offered
+from ..tools.function_call import function_call_tools
+from .records import collect, read_json
 
 BENCHMARK = "dbgorilla"
 TOOL_NAME = "query_database"
@@ -180,3 +186,47 @@ def _aggregation_parameter(kind: str, metrics: list[str]) -> dict[str, Any]:
         "properties": fields,
         "required": ["property_name", "metrics"],
     }
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+class DbGorilla(Benchmark):
+    """DBGorilla: natural-language queries as one `query_database` call (official AST score)."""
+
+    name = BENCHMARK
+    scorers = ("dbgorilla", "tool_success")
+    # One step, no execution: the first tool call is the prediction.
+    harness: ClassVar[dict[str, Any]] = {"budgets": {"max_steps": 1}}
+
+    def load(self) -> list[Task]:
+        return load_dbgorilla(self.path)
+
+    def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
+        return offered(task, function_call_tools(task))
+
+    def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
+        """`predicted_query`: the query object in the gold `query` shape, or null for no call."""
+        if "predicted_query" not in record:
+            raise PredictionFieldError("predicted_query", "missing (use null for no tool call)")
+        predicted = record["predicted_query"]
+        if predicted is None:
+            return Answer(status="no_tool_call")
+        if not isinstance(predicted, dict) or not predicted.get("target_collection"):
+            raise PredictionFieldError("predicted_query", "expected an object with target_collection, or null")
+        arguments = {"collection_name": predicted["target_collection"]}
+        arguments |= {
+            k: v
+            for k, v in predicted.items()
+            if v is not None and k not in ("target_collection", "corresponding_natural_language_query")
+        }
+        return Answer(tool_call=ToolCall(name=TOOL_NAME, arguments=arguments))
+
+    def aggregate(self, scored: Sequence[tuple[Task, Answer]]) -> dict[str, Any]:
+        """The paper's aggregates: routing, no-tool-call rate, per component, by argument count."""
+        pairs = [
+            (prediction_from_tool_call(answer.tool_call), prediction_from_tool_call(task.gold.tool_call))
+            for task, answer in scored
+            if task.gold is not None
+        ]
+        return summarize_dbgorilla(pairs)

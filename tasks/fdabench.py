@@ -52,15 +52,21 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from compare.task import (
+from ..compare.benchmark import Benchmark, PredictionFieldError, TaskLoadError
+from ..compare.task import (
+    Answer,
     DataSource,
     DataSourceKind,
     GoldDag,
     QuestionType,
     Rubric,
     Task,
+    answer_from_text,
+    answer_from_tool,
 )
-from tasks.errors import TaskLoadError, collect, json_object
+from ..compare.tool import Tool, ToolSettings
+from ..tools import default_tools
+from .records import collect, json_object
 
 BENCHMARK = "fdabench"
 FILE_STEMS = ("test_singlechoice", "test_multichoice", "test_report")
@@ -565,3 +571,51 @@ def _cached_exists() -> Callable[[Path], bool]:
         return known[file]
 
     return exists
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+class FdaBench(Benchmark):
+    """FDABench: single-choice, multiple-choice and report tasks over BIRD/Spider SQLite and documents."""
+
+    name = BENCHMARK
+    scorers = ("exact_match", "rouge", "rubric", "tool_dag", "tool_success")
+
+    def load(self) -> list[Task]:
+        return load_fdabench(self.path)
+
+    def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
+        return default_tools(task, settings)
+
+    def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
+        return fdabench_prediction(task, record)
+
+
+def fdabench_prediction(task: Task, record: dict[str, Any]) -> Answer:
+    """An FDABench submission record: `selected_answer` (letters as a list, "A", "A, C" or
+    "['A', 'C']") for choice tasks, `generated_report` for reports; `answer` is read as either."""
+    if task.question_type == QuestionType.REPORT:
+        report = record.get("generated_report", record.get("answer"))
+        if not isinstance(report, str):
+            raise PredictionFieldError("generated_report", "missing or not a string")
+        return answer_from_text(task, report)
+    if "selected_answer" not in record and "answer" not in record:
+        raise PredictionFieldError("selected_answer", "missing")
+    value = record.get("selected_answer", record.get("answer"))
+    if task.question_type in CHOICE_TYPES:
+        return answer_from_tool(task, {"answer": _letters(value)})
+    return answer_from_text(task, str(value))
+
+
+def _letters(value: Any) -> list[str]:
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise PredictionFieldError("selected_answer", f"unreadable list literal {value!r}") from None
+    if isinstance(value, str):
+        value = value.replace(";", ",").split(",")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PredictionFieldError("selected_answer", "expected letters as a list or a string")
+    return [v.strip() for v in value if v.strip()]

@@ -1,4 +1,3 @@
-"""Our four data-agent workflow patterns. Importing this package registers them as systems:
-planning (and planning_static), tool_use, reflection, multi_agent."""
-
-from workflows import multi_agent, planning, reflection, tool_use  # noqa: F401
+"""Our four data-agent workflow patterns, each a `compare.System` in its own module:
+tool_use, planning (and planning_static), reflection, multi_agent. They are registered by name
+in pyproject.toml (entry points `data_agent_compare.systems`), like any other system."""

@@ -11,9 +11,11 @@
     └─────────────────────┘
 
 Every agent keeps its own message history; what passes between agents is only the
-messages, each recorded as a MessageStep. Work is strictly sequential. Budgets are
-enforced by the metered model: when one runs out, `generate` raises BudgetExceeded
-and the task ends with that status.
+messages, each recorded as a MessageStep. Work is strictly sequential. Phases follow the
+shared rules (compare.trace.PhaseRules), per agent: a specialist's call after its failed or
+refused tool call is RETRY; the writer's calls are GENERATE. Budgets are enforced by the
+metered model: when one runs out, `generate` raises BudgetExceeded and the task ends with
+that status.
 """
 
 from __future__ import annotations
@@ -24,12 +26,20 @@ from typing import Any, ClassVar
 
 import jsonschema
 
-from compare.model import Message, MeteredModel, ToolSpec
-from compare.system import System, register_system
-from compare.task import Answer, Task, ToolCall, answer_from_tool
-from compare.tools.base import ToolEnvironment, ToolResult
-from compare.trace import BudgetExceeded, Phase
-from workflows.common import ANSWER_TOOL, prompt_hash, task_prompt
+from ..compare import (
+    ANSWER_TOOL,
+    Answer,
+    BudgetExceeded,
+    Message,
+    Phase,
+    RunContext,
+    System,
+    Task,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    prompt_hash,
+)
 
 MULTI_AGENT_VERSION = "1"
 COORDINATOR_SYSTEM = """You coordinate a team of data specialists. Each turn, pick the specialist who should work \
@@ -68,8 +78,9 @@ class _Agent:
         return {tool.name for tool in self.tools}
 
 
-@register_system
 class MultiAgentWorkflow(System):
+    """A coordinator routes work to SQL, document and Python specialists; a writer answers."""
+
     name = "multi_agent"
     # Defaults fit the default step budget (12): 3 × (1 decision + 2 steps) + 2 writer attempts.
     max_rounds: ClassVar[int] = 3  # coordinator decisions before the writer is called regardless
@@ -88,10 +99,10 @@ class MultiAgentWorkflow(System):
             "specialists": {name: list(tools) for name, tools in SPECIALIST_TOOLS.items()},
         }
 
-    def run(self, task: Task, env: ToolEnvironment, model: MeteredModel) -> Answer:
+    def run(self, task: Task, ctx: RunContext) -> Answer:
         # Per-run state lives in a _Team: the runner shares this instance across threads.
         try:
-            return _Team(self, task, env, model).run()
+            return _Team(self, ctx).run()
         except BudgetExceeded as limit:
             return Answer(status=limit.status, error=str(limit))  # no answer exists before the writer's call
 
@@ -99,15 +110,14 @@ class MultiAgentWorkflow(System):
 class _Team:
     """The agents of one task run and what they have found so far."""
 
-    def __init__(self, workflow: MultiAgentWorkflow, task: Task, env: ToolEnvironment, model: MeteredModel) -> None:
-        self.workflow, self.task, self.env, self.model = workflow, task, env, model
-        self.recorder = model.recorder
-        agents = (_specialist(name, env) for name in SPECIALIST_TOOLS)
+    def __init__(self, workflow: MultiAgentWorkflow, ctx: RunContext) -> None:
+        self.workflow, self.ctx, self.task = workflow, ctx, ctx.task
+        agents = (_specialist(name, ctx) for name in SPECIALIST_TOOLS)
         self.specialists = {agent.name: agent for agent in agents if agent.tools}  # skip those without tools
         roster = "\n".join(f"- {name}: {SPECIALIST_ROLES[name]}" for name in self.specialists)
         self.coordinator = [
             Message(role="system", content=f"{COORDINATOR_SYSTEM}\n{roster}"),
-            Message(role="user", content=task_prompt(task)),
+            Message(role="user", content=ctx.task_prompt()),
         ]
         self.decision_schema = _decision_schema([*self.specialists, FINISH])
         self.findings: list[str] = []
@@ -121,64 +131,60 @@ class _Team:
         return self._write()
 
     def _decide(self) -> tuple[str, str]:
-        reply = self.model.generate(
-            self.coordinator, phase=Phase.DECISION, response_schema=self.decision_schema, agent=COORDINATOR
-        ).message
+        reply = self.ctx.generate(self.coordinator, response_schema=self.decision_schema, agent=COORDINATOR).message
         self.coordinator.append(reply)
         return _parse_decision(reply.content, self.decision_schema)
 
     def _delegate(self, agent: _Agent, instruction: str) -> None:
-        self.recorder.message(COORDINATOR, agent.name, instruction, phase=Phase.DECISION)
+        self.ctx.message(COORDINATOR, agent.name, instruction, phase=Phase.DECISION)
         # The question goes with the first instruction only: the specialist remembers it.
         opening = f"Question: {self.task.question}\n\n" if len(agent.memory) == 1 else ""
         agent.memory.append(Message(role="user", content=f"{opening}Instruction: {instruction}"))
         summary = self._work(agent)[:REPLY_MAX_CHARS]
-        self.recorder.message(agent.name, COORDINATOR, summary, phase=Phase.EXECUTE)
+        self.ctx.message(agent.name, COORDINATOR, summary, phase=Phase.EXECUTE)
         self.findings.append(f"- {agent.name}: {summary}")
         self.coordinator.append(Message(role="user", content=f"Reply from {agent.name}: {summary}"))
 
     def _work(self, agent: _Agent) -> str:
         """The specialist's own tool loop; returns its summary for the coordinator."""
-        phase, last_result = Phase.DECISION, ""
+        last_result = ""
         for _ in range(self.workflow.specialist_steps):
-            reply = self.model.generate(agent.memory, agent.tools, phase=phase, agent=agent.name).message
+            reply = self.ctx.generate(agent.memory, agent.tools, agent=agent.name).message
             agent.memory.append(reply)
             if not reply.tool_calls:
                 return reply.content or "(no findings)"
-            results = [self._execute(agent, call, phase) for call in reply.tool_calls]
-            phase = Phase.DECISION if all(r.success for r in results) else Phase.RETRY
+            results = [self._execute(agent, call) for call in reply.tool_calls]
             last_result = results[-1].content
         # Out of steps without a summary: pass on the last result rather than spend a call on summarizing.
         return f"(step limit reached; last tool result) {last_result}"
 
-    def _execute(self, agent: _Agent, call: ToolCall, phase: Phase) -> ToolResult:
+    def _execute(self, agent: _Agent, call: ToolCall) -> ToolResult:
         if call.name in agent.tool_names:
-            tool_phase = Phase.RETRY if phase == Phase.RETRY else Phase.EXECUTE
-            result = self.env.call(call.name, call.arguments, phase=tool_phase, agent=agent.name)
+            result = self.ctx.call_tool(call.name, call.arguments, agent=agent.name)
         else:  # not run: a specialist may use only its own tools (the model call's trace step names the attempt)
             refusal = f"error: {call.name!r} is not one of your tools ({', '.join(sorted(agent.tool_names))})"
             result = ToolResult(success=False, content=refusal, error=refusal)
+            self.ctx.redo(agent.name)
         agent.memory.append(Message(role="tool", content=result.content, tool_call_id=call.id, name=call.name))
         return result
 
     def _write(self) -> Answer:
         findings = "\n".join(self.findings) or "(none)"
-        self.recorder.message(COORDINATOR, WRITER, findings, phase=Phase.GENERATE)
+        self.ctx.message(COORDINATOR, WRITER, findings, phase=Phase.GENERATE)
         memory = [
             Message(role="system", content=WRITER_SYSTEM),
-            Message(role="user", content=f"{task_prompt(self.task)}\n\nFindings of the team:\n{findings}"),
+            Message(role="user", content=f"{self.ctx.task_prompt()}\n\nFindings of the team:\n{findings}"),
         ]
-        tools, phase = self.env.specs([ANSWER_TOOL]), Phase.GENERATE
+        tools = self.ctx.tool_specs([ANSWER_TOOL])
         for _ in range(self.workflow.writer_attempts):
-            reply = self.model.generate(memory, tools, phase=phase, tool_choice="required", agent=WRITER).message
+            reply = self.ctx.generate(memory, tools, tool_choice="required", agent=WRITER).message
             memory.append(reply)
-            answer = self._take_answer(reply, memory, phase)
+            answer = self._take_answer(reply, memory)
             if answer is not None:
                 return answer
-            phase = Phase.RETRY
         return Answer(status="no_answer", error=f"{WRITER} made no valid `answer` call")
 
-    def _take_answer(self, reply: Message, memory: list[Message], phase: Phase) -> Answer | None:
+    def _take_answer(self, reply: Message, memory: list[Message]) -> Answer | None:
         """The answer of the writer's first valid `answer` call; otherwise tell it what went wrong."""
         if not reply.tool_calls:
             memory.append(Message(role="user", content="Give the final answer by calling the `answer` tool."))
@@ -187,17 +193,17 @@ class _Team:
             if call.name != ANSWER_TOOL:
                 content = f"error: only the `{ANSWER_TOOL}` tool is available to you"
             else:
-                result = self.env.call(ANSWER_TOOL, call.arguments, phase=phase, agent=WRITER)
+                result = self.ctx.call_tool(ANSWER_TOOL, call.arguments, agent=WRITER)
                 if result.success:
-                    return answer_from_tool(self.task, call.arguments)
+                    return self.ctx.answer_from_tool(call.arguments)
                 content = result.content
             memory.append(Message(role="tool", content=content, tool_call_id=call.id, name=call.name))
         return None
 
 
-def _specialist(name: str, env: ToolEnvironment) -> _Agent:
+def _specialist(name: str, ctx: RunContext) -> _Agent:
     system = SPECIALIST_SYSTEM.format(name=name, role=SPECIALIST_ROLES[name])
-    return _Agent(name, env.specs(list(SPECIALIST_TOOLS[name])), [Message(role="system", content=system)])
+    return _Agent(name, ctx.tool_specs(list(SPECIALIST_TOOLS[name])), [Message(role="system", content=system)])
 
 
 def _decision_schema(choices: list[str]) -> dict[str, Any]:

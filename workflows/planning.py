@@ -14,9 +14,10 @@
 The plan is structured output (`response_schema`): up to MAX_PLAN_STEPS steps, each one
 tool of the environment with that tool's own argument schema. "planning" replans once, at
 the first failing step, for the remaining work; "planning_static" runs its first plan to the
-end whatever happens. Replans and failures are noted in the trace as messages between the
-executor and the planner. Budgets are enforced by the core: when one runs out, the task ends
-with that status.
+end whatever happens. A step that fails or finds nothing is a rejected result, so the replan
+is a RETRY (compare.trace.PhaseRules). Replans and failures are noted in the trace as messages
+between the executor and the planner. Budgets are enforced by the core: when one runs out, the
+task ends with that status.
 """
 
 from __future__ import annotations
@@ -25,12 +26,20 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
-from compare.model import Message, MeteredModel, ToolSpec
-from compare.system import System, register_system
-from compare.task import Answer, Task, answer_from_text, answer_from_tool
-from compare.tools.base import ToolEnvironment, ToolResult, to_json
-from compare.trace import BudgetExceeded, Phase
-from workflows.common import ANSWER_TOOL, prompt_hash, task_prompt
+from ..compare import (
+    ANSWER_TOOL,
+    Answer,
+    BudgetExceeded,
+    Message,
+    Phase,
+    RunContext,
+    System,
+    Task,
+    ToolResult,
+    ToolSpec,
+    prompt_hash,
+)
+from ..compare.tool import to_json
 
 PLANNING_VERSION = "1"
 PLAN_SYSTEM = """You are a data analyst agent. Before acting, write a plan: an ordered list of at most 6 tool calls \
@@ -111,8 +120,9 @@ def step_message(number: int, step: PlanStep, result: ToolResult) -> Message:
     return Message(role="user", content=f"{header}{purpose}\n{result.content}")
 
 
-@register_system
 class PlanningWorkflow(System):
+    """A structured plan of tool calls, executed; one replan when a step fails or finds nothing."""
+
     name = "planning"
     replan: ClassVar[bool] = True
 
@@ -126,66 +136,54 @@ class PlanningWorkflow(System):
             "max_plan_steps": MAX_PLAN_STEPS,
         }
 
-    def run(self, task: Task, env: ToolEnvironment, model: MeteredModel) -> Answer:
+    def run(self, task: Task, ctx: RunContext) -> Answer:
         results: list[Message] = []  # one message per step that ran, fed to the replan and answer calls
         try:
-            self._plan_and_execute(task, env, model, results)
-            return self._answer(task, env, model, results)
+            self._plan_and_execute(ctx, results)
+            return self._answer(ctx, results)
         except BudgetExceeded as limit:
             return Answer(status=limit.status, error=str(limit))  # no answer is written before the last call
 
-    def _plan_and_execute(self, task: Task, env: ToolEnvironment, model: MeteredModel, results: list[Message]) -> None:
-        tools = [spec for spec in env.specs() if spec.name != ANSWER_TOOL]
+    def _plan_and_execute(self, ctx: RunContext, results: list[Message]) -> None:
+        tools = [spec for spec in ctx.tool_specs() if spec.name != ANSWER_TOOL]
         if not tools:
             return
         schema = plan_schema(tools)
         listing = "\n".join(f"- {t.name}: {t.description}" for t in tools)
         messages = [
             Message(role="system", content=PLAN_SYSTEM),
-            Message(role="user", content=f"{task_prompt(task, answer_format=False)}\n\nTools:\n{listing}"),
+            Message(role="user", content=f"{ctx.task_prompt(answer_format=False)}\n\nTools:\n{listing}"),
         ]
-        plan = model.generate(messages, phase=Phase.DECISION, response_schema=schema).message
+        plan = ctx.generate(messages, response_schema=schema).message
         steps, failure = read_plan(plan.content)
-        failure = failure or self._execute(env, model, steps, results, Phase.EXECUTE, stop_at_failure=self.replan)
+        failure = failure or self._execute(ctx, steps, results, stop_at_failure=self.replan)
         if failure and not self.replan:
-            model.recorder.message("executor", "planner", f"static plan, continued past {failure}", Phase.EXECUTE)
+            ctx.message("executor", "planner", f"static plan, continued past {failure}", phase=Phase.EXECUTE)
         elif failure:
             messages.append(Message(role="assistant", content=plan.content))
-            self._replan(env, model, messages, schema, results, failure)
+            self._replan(ctx, messages, schema, results, failure)
 
     def _replan(
-        self,
-        env: ToolEnvironment,
-        model: MeteredModel,
-        messages: list[Message],
-        schema: dict[str, Any],
-        results: list[Message],
-        failure: str,
+        self, ctx: RunContext, messages: list[Message], schema: dict[str, Any], results: list[Message], failure: str
     ) -> None:
         """The one replan: a new plan for the remaining work, given the old plan, the results and the failure."""
-        model.recorder.message("executor", "planner", f"replanning after {failure}", Phase.RETRY)
+        ctx.redo()  # the plan's result was rejected: the new plan redoes it
+        ctx.message("executor", "planner", f"replanning after {failure}", phase=Phase.RETRY)
         request = Message(role="user", content=REPLAN_PROMPT.format(failure=failure))
-        new_plan = model.generate([*messages, *results, request], phase=Phase.RETRY, response_schema=schema).message
+        new_plan = ctx.generate([*messages, *results, request], response_schema=schema).message
         steps, failure = read_plan(new_plan.content)
-        failure = failure or self._execute(env, model, steps, results, Phase.RETRY, stop_at_failure=False)
+        failure = failure or self._execute(ctx, steps, results, stop_at_failure=False)
         if failure:  # no second replan: the answer is written from what there is
-            model.recorder.message("executor", "planner", f"replanned, but {failure}", Phase.RETRY)
+            ctx.message("executor", "planner", f"replanned, but {failure}", phase=Phase.RETRY)
 
     def _execute(
-        self,
-        env: ToolEnvironment,
-        model: MeteredModel,
-        steps: list[PlanStep],
-        results: list[Message],
-        phase: Phase,
-        *,
-        stop_at_failure: bool,
+        self, ctx: RunContext, steps: list[PlanStep], results: list[Message], *, stop_at_failure: bool
     ) -> str | None:
         """Run the steps in order; return the first failure (where a plan that will be replanned stops)."""
         first_failure = None
         for step in steps:
-            model.recorder.check_budget()  # with the budget spent no call could use more results
-            result = env.call(step.tool, step.arguments, phase=phase)
+            ctx.check_budget()  # with the budget spent no call could use more results
+            result = ctx.call_tool(step.tool, step.arguments)
             number = len(results) + 1
             results.append(step_message(number, step, result))
             failure = step_failure(result)
@@ -195,27 +193,26 @@ class PlanningWorkflow(System):
                     break
         return first_failure
 
-    def _answer(self, task: Task, env: ToolEnvironment, model: MeteredModel, results: list[Message]) -> Answer:
-        messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content=task_prompt(task))]
+    def _answer(self, ctx: RunContext, results: list[Message]) -> Answer:
+        messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content=ctx.task_prompt())]
         messages += results
         error = "no answer"
         for _ in range(MAX_ANSWER_ATTEMPTS):
-            reply = model.generate(messages, env.specs([ANSWER_TOOL]), phase=Phase.GENERATE, tool_choice="required")
+            reply = ctx.generate(messages, ctx.tool_specs([ANSWER_TOOL]), tool_choice="required")
             call = next((c for c in reply.message.tool_calls or [] if c.name == ANSWER_TOOL), None)
             if call is None:
-                return answer_from_text(task, reply.message.content or "")
-            result = env.call(ANSWER_TOOL, call.arguments, phase=Phase.GENERATE)
+                return ctx.answer_from_text(reply.message.content or "")
+            result = ctx.call_tool(ANSWER_TOOL, call.arguments)
             if result.success:
-                return answer_from_tool(task, call.arguments)
+                return ctx.answer_from_tool(call.arguments)
             error = result.error or result.content
             refused = ANSWER_REFUSED.format(error=error)
             messages += [reply.message, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
         return Answer(status="no_answer", error=f"answer refused: {error}")
 
 
-@register_system
 class StaticPlanningWorkflow(PlanningWorkflow):
-    """The same plan-then-execute workflow without replanning: failed steps are simply passed on."""
+    """The planning workflow without replanning: failed steps are simply passed on."""
 
     name = "planning_static"
     kind = "workflow-variant"  # run on request, not by `--workflows all`

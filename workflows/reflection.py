@@ -14,10 +14,10 @@ The actor and the critic are the same model with different prompts (agent "actor
 after that the actor continues without critique. Budgets are enforced by the metered
 model: when one runs out, the task ends with that status and the latest draft answer.
 
-Phases: the actor's calls are DECISION, relabelled GENERATE when they write the answer;
-the critic's calls are DECISION; a call answering a "revise" verdict is RETRY (even when
-it writes the answer), and so are the tools it runs, except `answer`, which is always
-GENERATE.
+Phases follow the shared rules (compare.trace.PhaseRules): a call of the actor that gives the
+answer (an `answer` call, or a plain-text draft) is GENERATE; after a failed tool call or a
+"revise" verdict the actor's next call is RETRY, and so are the tools it runs; the critic's
+calls are DECISION.
 """
 
 from __future__ import annotations
@@ -26,12 +26,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from compare.model import Message, MeteredModel
-from compare.system import System, register_system
-from compare.task import Answer, Task, ToolCall, answer_from_text, answer_from_tool
-from compare.tools.base import ToolEnvironment, ToolResult
-from compare.trace import BudgetExceeded, Phase
-from workflows.common import ANSWER_TOOL, prompt_hash, task_prompt
+from ..compare import (
+    ANSWER_TOOL,
+    Answer,
+    BudgetExceeded,
+    Message,
+    RunContext,
+    System,
+    Task,
+    ToolCall,
+    ToolResult,
+    prompt_hash,
+)
 
 REFLECTION_VERSION = "1"
 ACTOR_SYSTEM = """You are a data analyst agent. You answer questions about the data sources listed below by \
@@ -58,8 +64,9 @@ EVIDENCE_RESULTS = 3  # latest tool results the critic sees when judging a draft
 EVIDENCE_CHARS = 600  # of each, to keep the critic's prompt small
 
 
-@register_system
 class ReflectionWorkflow(System):
+    """An actor and a critic: the critic judges every tool result and the draft answer."""
+
     name = "reflection"
     max_revisions: int = 3  # "revise" verdicts acted on per task
 
@@ -78,9 +85,9 @@ class ReflectionWorkflow(System):
             "max_revisions": self.max_revisions,
         }
 
-    def run(self, task: Task, env: ToolEnvironment, model: MeteredModel) -> Answer:
+    def run(self, task: Task, ctx: RunContext) -> Answer:
         # One episode per run: the system instance is shared by concurrent tasks.
-        episode = _Episode(task, env, model, revisions_left=self.max_revisions)
+        episode = _Episode(ctx, revisions_left=self.max_revisions)
         try:
             return episode.run()
         except BudgetExceeded as limit:
@@ -90,43 +97,34 @@ class ReflectionWorkflow(System):
 
 @dataclass
 class _Episode:
-    task: Task
-    env: ToolEnvironment
-    model: MeteredModel
+    ctx: RunContext
     revisions_left: int
     draft: Answer | None = None  # the latest draft answer, returned as is when a budget ends the run
-    redo: bool = False  # the critic rejected the last step, so the actor's next call is a RETRY
     messages: list[Message] = field(default_factory=list)
 
     def run(self) -> Answer:
         self.messages = [
             Message(role="system", content=ACTOR_SYSTEM),
-            Message(role="user", content=task_prompt(self.task)),
+            Message(role="user", content=self.ctx.task_prompt()),
         ]
-        tools = self.env.specs()
+        tools = self.ctx.tool_specs()
         while True:
-            phase = Phase.RETRY if self.redo else Phase.DECISION
-            self.redo = False
-            reply = self.model.generate(self.messages, tools, phase=phase, agent=ACTOR).message
+            reply = self.ctx.generate(self.messages, tools, agent=ACTOR).message
             self.messages.append(reply)
-            answer = self._act(reply, phase)
+            answer = self._act(reply)
             if answer is not None:
                 return answer
 
-    def _act(self, reply: Message, phase: Phase) -> Answer | None:
+    def _act(self, reply: Message) -> Answer | None:
         """Carry out the actor's reply with the critic's judgement; return the accepted answer, if any."""
         calls = reply.tool_calls or []
-        answers = not calls or any(c.name == ANSWER_TOOL for c in calls)
-        if answers and phase is Phase.DECISION:
-            # Relabel now: the critic's calls below would become the "last model call".
-            self.model.recorder.relabel_last_model_call(Phase.GENERATE)
         if not calls:
-            self.draft = answer_from_text(self.task, reply.content or "")
+            self.draft = self.ctx.answer_from_text(reply.content or "", agent=ACTOR)
             return self._verdict_on_draft(reply.content or "", [])
         for index, call in enumerate(calls):
-            result = self._call(call, phase)
+            result = self._call(call)
             if call.name == ANSWER_TOOL and result.success:
-                self.draft = answer_from_tool(self.task, call.arguments)
+                self.draft = self.ctx.answer_from_tool(call.arguments)
                 return self._verdict_on_draft(
                     json.dumps(call.arguments.get("answer"), ensure_ascii=False), calls[index + 1 :]
                 )
@@ -136,12 +134,8 @@ class _Episode:
                 return None
         return None
 
-    def _call(self, call: ToolCall, phase: Phase) -> ToolResult:
-        # Tools run by a revision call redo rejected work (RETRY); the answer is always GENERATE.
-        tool_phase = Phase.RETRY if phase is Phase.RETRY else Phase.EXECUTE
-        if call.name == ANSWER_TOOL:
-            tool_phase = Phase.GENERATE
-        result = self.env.call(call.name, call.arguments, phase=tool_phase, agent=ACTOR)
+    def _call(self, call: ToolCall) -> ToolResult:
+        result = self.ctx.call_tool(call.name, call.arguments, agent=ACTOR)
         self.messages.append(Message(role="tool", content=result.content, tool_call_id=call.id, name=call.name))
         return result
 
@@ -159,19 +153,19 @@ class _Episode:
             return None
         messages = [
             Message(role="system", content=CRITIC_SYSTEM),
-            Message(role="user", content=f"{task_prompt(self.task)}\n\n{subject}"),
+            Message(role="user", content=f"{self.ctx.task_prompt()}\n\n{subject}"),
         ]
-        reply = self.model.generate(messages, phase=Phase.DECISION, response_schema=VERDICT_SCHEMA, agent=CRITIC)
+        reply = self.ctx.generate(messages, response_schema=VERDICT_SCHEMA, agent=CRITIC)
         return revise_reason(reply.message.content)
 
     def _revise(self, reason: str, unrun: list[ToolCall]) -> None:
         """Send the critic's reason to the actor, whose next call then redoes the step."""
         self.revisions_left -= 1
-        self.redo = True
+        self.ctx.redo(ACTOR)
         # Every tool call of the reply needs a result before the next user turn (chat-API rule).
         self.messages += [Message(role="tool", content=NOT_RUN, tool_call_id=c.id, name=c.name) for c in unrun]
         self.messages.append(Message(role="user", content=REVISE_REQUEST.format(reason=reason)))
-        self.model.recorder.message(CRITIC, ACTOR, reason)
+        self.ctx.message(CRITIC, ACTOR, reason)
 
     def _evidence(self) -> str:
         results = [m for m in self.messages if m.role == "tool" and m.name != ANSWER_TOOL and m.content != NOT_RUN]

@@ -1,6 +1,6 @@
 """The bundled offline benchmark: analyst questions over the BIRD `regional_sales` database and the
 documents of its fictional owner, generated with execution-grounded answers by `generate.py`."""
 
-from tasks.bundled.loader import BUNDLED_ROOT, load_bundled
+from .loader import BUNDLED_ROOT, BundledBenchmark, load_bundled
 
-__all__ = ["BUNDLED_ROOT", "load_bundled"]
+__all__ = ["BUNDLED_ROOT", "BundledBenchmark", "load_bundled"]

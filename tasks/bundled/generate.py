@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from compare.task import (
+from ...compare.task import (
     AltGroup,
     DagEdge,
     DagNode,

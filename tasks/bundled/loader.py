@@ -1,16 +1,39 @@
-"""Load the bundled benchmark (tasks/bundled/tasks.jsonl) as `Task`s with absolute data paths."""
+"""The bundled benchmark (tasks/bundled/tasks.jsonl): its tasks with absolute data paths, scored
+and read like FDABench's."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from compare.task import DataSource, Task
-from tasks.errors import TaskLoadError, collect, json_object
+from ...compare.benchmark import Benchmark, TaskLoadError
+from ...compare.task import Answer, DataSource, Task
+from ...compare.tool import Tool, ToolSettings
+from ...tools import default_tools
+from ..fdabench import FdaBench, fdabench_prediction
+from ..records import collect, json_object
 
 BUNDLED_ROOT = Path(__file__).resolve().parent
 TASKS_FILE = "tasks.jsonl"
+
+
+class BundledBenchmark(Benchmark):
+    """Analyst questions over BIRD regional_sales and a company's documents; shipped, offline."""
+
+    name = "bundled"
+    needs_path = False  # its files ship with the suite; a path picks another tasks.jsonl
+    scorers = FdaBench.scorers
+
+    def load(self) -> list[Task]:
+        return load_bundled(self.path)
+
+    def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
+        return default_tools(task, settings)
+
+    def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
+        return fdabench_prediction(task, record)
 
 
 def load_bundled(root: Path | None = None) -> list[Task]:

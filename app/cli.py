@@ -1,0 +1,392 @@
+"""The `compare` command.
+
+    compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
+    compare --resume --out DIR        finish an interrupted run with the configuration in its manifest
+    compare report DIR                rebuild a run directory's summary
+    compare tasks / score             validate a benchmark / score predictions made elsewhere
+    compare systems / benchmarks / models    what is registered
+
+Exit status: 0 done; 1 some task ended with status "error" (or, for `score`, a bad record);
+2 bad configuration or input (nothing was run); 130 interrupted (results so far are kept).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..compare.benchmark import BENCHMARKS, Benchmark, BenchmarkError, TaskLoadError, TaskLoadErrors, create_benchmark
+from ..compare.model import PROVIDERS
+from ..compare.registry import RegistryError
+from ..compare.runlog import ResultRecord, RunLogError, read_records, read_run
+from ..compare.scorer import score
+from ..compare.system import SYSTEMS
+from ..compare.task import Task
+from ..reports import markdown, pairwise, rich_table, summarize
+from .config import ConfigError, load_model_table, load_plugins, load_run_config
+from .runner import RunPlan, execute, plan_run, resumed_config
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
+console = Console(stderr=True)
+output = Console()
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    return typer.Exit(code)
+
+
+@app.callback(invoke_without_command=True)
+def main_command(
+    ctx: typer.Context,
+    workflows: Annotated[str | None, typer.Option(help="Comma-separated workflows/systems, or 'all'.")] = None,
+    models: Annotated[str | None, typer.Option(help="Comma-separated model aliases (compare models).")] = None,
+    benchmark: Annotated[str | None, typer.Option(help="A benchmark name (compare benchmarks).")] = None,
+    tasks_path: Annotated[str | None, typer.Option(help="Benchmark files (not needed for bundled).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+    task_ids: Annotated[str | None, typer.Option(help="Comma-separated task ids to run.")] = None,
+    level: Annotated[str | None, typer.Option(help="Comma-separated levels (easy,medium,hard).")] = None,
+    question_type: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated: single_choice, multiple_choice, factoid, report, function_call."),
+    ] = None,
+    epochs: Annotated[int | None, typer.Option(help="Runs of each task (for pass@k).")] = None,
+    hints: Annotated[bool | None, typer.Option("--hints", help="DAB: dataset descriptions with hints.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None,
+    out: Annotated[str | None, typer.Option(help="Run directory (default runs/<time>-<benchmark>).")] = None,
+    judge: Annotated[str | None, typer.Option(help="Model alias that judges report rubrics.")] = None,
+    postgres_url: Annotated[
+        str | None, typer.Option(help="PostgreSQL server for DAB dumps (default: a throw-away local one).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="Base URL for openai-compatible:<id> models.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key for --base-url.")] = None,
+    plugin: Annotated[
+        list[str] | None, typer.Option(help="A module or .py file that registers systems etc. (repeatable).")
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Budget: model calls per task.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Budget: tokens per task.")] = None,
+    wall_time: Annotated[float | None, typer.Option(help="Budget: seconds per task.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML file overriding configs/defaults.yaml.")] = None,
+    resume: Annotated[bool, typer.Option(help="Finish the run in --out with its recorded configuration.")] = False,
+) -> None:
+    """Run systems × models on a benchmark and write a run directory."""
+    if ctx.invoked_subcommand is not None:
+        return
+    budgets = {"max_steps": max_steps, "max_tokens": max_tokens, "wall_time_s": wall_time}
+    overrides: dict[str, Any] = {
+        "workflows": _split(workflows),
+        "models": _split(models),
+        "benchmark": benchmark,
+        "tasks_path": tasks_path,
+        "limit": limit,
+        "task_ids": _split(task_ids),
+        "levels": _split(level),
+        "question_types": _split(question_type),
+        "epochs": epochs,
+        "hints": hints,
+        "concurrency": concurrency,
+        "out": out,
+        "judge": judge,
+        "postgres_url": postgres_url,
+        "base_url": base_url,
+        "api_key_env": api_key_env,
+        "plugins": plugin or None,
+        "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
+    }
+    try:
+        if resume and not out:
+            raise ConfigError("--resume needs --out DIR (the run directory to finish)")
+        run_config = resumed_config(out, postgres_url) if resume and out else load_run_config(config, overrides)
+        if resume:
+            load_plugins(run_config.plugins)
+        plan = plan_run(run_config)
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+    raise typer.Exit(_run(plan, resume))
+
+
+def _run(plan: RunPlan, resume: bool) -> int:
+    units = len(list(plan.units()))
+    console.print(
+        f"run: {len(plan.tasks)} tasks × {len(plan.systems)} systems × {len(plan.models)} models"
+        f" × {plan.config.epochs} epochs = {units} units → {plan.run_dir}",
+        highlight=False,
+    )
+    for warning in plan.benchmark.warnings(plan.tasks):
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+    try:
+        already = len(read_records(plan.run_dir)[0]) if resume else 0
+    except RunLogError as problem:
+        raise fail(str(problem)) from None
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("running", total=units, completed=already)
+
+        def on_result(record: ResultRecord) -> None:
+            em = record.scores.get("exact_match")
+            mark = "" if em is None else f" EM={em:.0f}"
+            description = f"{record.system}/{record.model} {record.task_id} {record.status}{mark}"
+            progress.update(bar, advance=1, description=description)
+
+        try:
+            execute(plan, on_result=on_result, resume=resume)
+        except (ConfigError, RunLogError) as problem:
+            raise fail(str(problem)) from None
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(
+                f"interrupted; results so far are in {plan.run_dir}. Finish with: "
+                f"compare --resume --out {plan.run_dir}",
+                highlight=False,
+            )
+            sys.stderr.flush()
+            os._exit(130)  # threads still inside a model call would otherwise keep the process alive
+    records = _write_summary(plan.run_dir)
+    errors = sum(r.status == "error" for r in records)
+    if errors:
+        console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
+    return 1 if errors else 0
+
+
+def _write_summary(run_dir: Path) -> list[ResultRecord]:
+    try:
+        run = read_run(run_dir)
+    except RunLogError as problem:
+        raise fail(str(problem)) from None
+    for warning in run.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    rows = summarize(run.records)
+    extra = _benchmark_lines(run.manifest.benchmark, run.records)
+    summary = markdown(rows, run.manifest, pairwise(run.records), run.records, extra)
+    (run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    output.print(rich_table(rows))
+    console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
+    return run.records
+
+
+def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
+    """The benchmark's own summary section; none when the benchmark is not registered here."""
+    if name not in BENCHMARKS:
+        console.print(f"[yellow]warning:[/yellow] benchmark {name!r} is not registered: its own section is left out")
+        return []
+    return BENCHMARKS.load(name).report_lines(records)
+
+
+@app.command("report")
+def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Rebuild summary.md of a run directory from its run log and print the table."""
+    _write_summary(run_dir)
+
+
+def _benchmark(name: str, path: Path | None) -> Benchmark:
+    try:
+        return create_benchmark(name, path)
+    except (RegistryError, BenchmarkError) as problem:
+        raise fail(str(problem)) from None
+
+
+@app.command("tasks")
+def tasks_command(
+    benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")],
+    path: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Load and validate a benchmark without running anything: counts by type, level and data availability."""
+    bench = _benchmark(benchmark, path)
+    try:
+        loaded = bench.load()
+    except TaskLoadError as problem:
+        if not as_json:
+            raise fail(str(problem)) from None  # TaskLoadErrors' text already has one problem per line
+        problems = problem.errors if isinstance(problem, TaskLoadErrors) else [problem]
+        fields = ("file", "line", "field", "message")
+        output.print_json(json.dumps({"errors": [{key: getattr(p, key) for key in fields} for p in problems]}))
+        raise typer.Exit(2) from None
+    except (BenchmarkError, OSError) as problem:
+        raise fail(str(problem)) from None
+    report = {
+        "benchmark": benchmark,
+        "tasks": len(loaded),
+        "by_question_type": dict(Counter(t.question_type.value for t in loaded)),
+        "by_level": dict(Counter(t.level or "none" for t in loaded)),
+        "available": sum(not t.unavailable for t in loaded),
+        "unavailable": dict(Counter(t.unavailable for t in loaded if t.unavailable)),
+        "with_gold": sum(_has_gold(t) for t in loaded),
+        "warnings": bench.warnings(loaded),
+    }
+    if as_json:
+        output.print_json(json.dumps(report))
+        return
+    for key, value in report.items():
+        output.print(f"{key}: {value}", highlight=False, soft_wrap=True)
+
+
+def _has_gold(task: Task) -> bool:
+    gold = task.gold
+    return gold is not None and any(
+        v is not None for v in (gold.answer, gold.report, gold.tool_call, gold.validator, gold.ground_truth_file)
+    )
+
+
+@app.command("score")
+def score_command(
+    benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")],
+    tasks: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
+    predictions: Annotated[Path, typer.Option(help="JSONL of predictions made elsewhere.")] = Path("predictions.jsonl"),
+    out: Annotated[Path | None, typer.Option(help="Write one JSON line of metrics per prediction here.")] = None,
+) -> None:
+    """Score predictions produced elsewhere with the benchmark's official rules.
+
+    Exit status 1 when any prediction record could not be read (the others are still scored)."""
+    from ..evaluators.predictions import PredictionError, read_predictions
+
+    bench = _benchmark(benchmark, tasks)
+    if not predictions.exists():
+        raise fail(f"predictions file not found: {predictions}")
+    try:
+        by_id = {task.id: task for task in bench.load()}
+    except (BenchmarkError, OSError) as problem:  # a TaskLoadError names file, line and field
+        raise fail(str(problem)) from None
+    rows, scored, bad = [], [], 0
+    try:
+        for item in read_predictions(predictions, bench, by_id):
+            if isinstance(item, PredictionError):
+                bad += 1
+                console.print(f"[red]bad record:[/red] {item}", highlight=False, soft_wrap=True)
+                continue
+            task, answer, trace = item
+            rows.append({"task_id": task.id, **score(task, answer, trace, bench.scorers)})
+            scored.append((task, answer))
+    except BenchmarkError as problem:  # this benchmark reads no prediction files
+        raise fail(str(problem)) from None
+    if out is not None:
+        out.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    output.print(_metric_table(rows))
+    aggregate = bench.aggregate(scored)
+    if aggregate:
+        output.print(_aggregate_table(f"{benchmark} aggregate metrics", aggregate))
+    console.print(f"{len(rows)} predictions scored, {bad} bad record(s)", highlight=False)
+    raise typer.Exit(1 if bad else 0)
+
+
+def _metric_table(rows: list[dict[str, Any]]) -> Table:
+    from ..evaluators.statistics import bootstrap_ci
+
+    table = Table(title="Scores (mean with 95% bootstrap CI)")
+    for column in ("metric", "n", "mean", "95% CI"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    metrics = sorted({key for row in rows for key, value in row.items() if isinstance(value, int | float)})
+    for metric in metrics:
+        values = [float(row[metric]) for row in rows if isinstance(row.get(metric), int | float)]
+        mean, low, high = bootstrap_ci(values)
+        table.add_row(metric, str(len(values)), f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]")
+    return table
+
+
+def _aggregate_table(title: str, metrics: dict[str, Any]) -> Table:
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in metrics.items():
+        table.add_row(name, "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
+
+
+# ---------------------------------------------------------------- what is registered
+
+
+def _listing(title: str, columns: list[str], rows: list[list[str]], as_json: bool) -> None:
+    if as_json:
+        output.print_json(json.dumps([dict(zip(columns, row, strict=True)) for row in rows]))
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    output.print(table)
+
+
+def _registered(registry: Any) -> list[tuple[str, Any, str]]:
+    """(name, loaded object, where it comes from) of every entry; one that cannot be loaded: exit 2."""
+    try:
+        return [(name, registry.load(name), _source(entry.origin)) for name, entry in registry.entries().items()]
+    except RegistryError as problem:
+        raise fail(str(problem)) from None
+
+
+def _source(origin: str) -> str:
+    source = origin.removeprefix("entry point of ")
+    return "built-in" if source == "data-agent-compare" else source
+
+
+@app.command("systems")
+def systems_command(
+    plugin: Annotated[list[str] | None, typer.Option(help="A module or .py file to import first.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The registered systems: name, kind, one-line description and where each comes from."""
+    _plugins(plugin)
+    rows = [[name, cls.kind, cls.summary(), origin] for name, cls, origin in _registered(SYSTEMS)]
+    title = "Systems (--workflows NAME; 'all' runs the workflow kind)"
+    _listing(title, ["name", "kind", "description", "from"], rows, as_json)
+
+
+@app.command("benchmarks")
+def benchmarks_command(
+    plugin: Annotated[list[str] | None, typer.Option(help="A module or .py file to import first.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The registered benchmarks: name, description, scorers, whether --tasks-path is needed."""
+    _plugins(plugin)
+    rows = [
+        [name, cls.summary(), ", ".join(cls.scorers), "yes" if cls.needs_path else "no", origin]
+        for name, cls, origin in _registered(BENCHMARKS)
+    ]
+    columns = ["name", "description", "scorers", "needs --tasks-path", "from"]
+    _listing("Benchmarks (--benchmark NAME)", columns, rows, as_json)
+
+
+@app.command("models")
+def models_command(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+    """The model aliases of configs/models.yaml: provider, model id and prices (USD per million tokens)."""
+    try:
+        table = load_model_table()
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+    rows = []
+    for alias, model in table.items():
+        price = model.price
+        prices = "–" if price is None else f"{price.input_per_mtok:g} in / {price.output_per_mtok:g} out"
+        registered = "" if model.provider in PROVIDERS else " (not registered)"
+        rows.append([alias, model.provider + registered, model.model_id, prices])
+    _listing("Models (--models ALIAS)", ["alias", "provider", "model id", "$/Mtok"], rows, as_json)
+    if not as_json:
+        console.print(
+            f"providers: {', '.join(PROVIDERS.names())}; also openai-compatible:<model id> with --base-url",
+            highlight=False,
+        )
+
+
+def _plugins(plugins: list[str] | None) -> None:
+    try:
+        load_plugins(plugins or [])
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+
+
+def main() -> None:
+    app(prog_name="compare")

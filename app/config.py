@@ -1,0 +1,191 @@
+"""Run configuration: configs/defaults.yaml, then the benchmark's harness, then `--config FILE`,
+then command-line flags.
+
+The defaults ship inside the package (`data_agent_compare/configs/`), so an installed suite
+works from any directory. Model aliases resolve through configs/models.yaml; ad-hoc
+OpenAI-compatible models can be named on the command line as `openai-compatible:<model id>`
+with `--base-url`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.resources
+import os
+import runpy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..compare.benchmark import BENCHMARKS
+from ..compare.model import PROVIDERS, ModelConfig
+from ..compare.registry import RegistryError
+from ..compare.tool import ToolSettings
+from ..compare.trace import Budgets
+
+OPENAI_COMPATIBLE_PREFIX = "openai-compatible:"
+
+
+class ConfigError(Exception):
+    """A configuration problem the user must fix; the CLI exits with status 2."""
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workflows: list[str] = Field(default_factory=lambda: ["tool_use"])
+    models: list[str] = Field(default_factory=lambda: ["local"])
+    benchmark: str = "bundled"
+    tasks_path: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    task_ids: list[str] | None = None
+    hints: bool = False  # DAB: dataset descriptions with hints
+    levels: list[str] | None = None  # only tasks of these levels
+    question_types: list[str] | None = None  # only tasks of these question types
+    epochs: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=1, ge=1)
+    out: str | None = None
+    judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
+    postgres_url: str | None = None  # a server for DAB's PostgreSQL dumps; None: a throw-away local one
+    base_url: str | None = None  # for openai-compatible:<id> models named on the command line
+    api_key_env: str | None = None
+    plugins: list[str] = Field(default_factory=list)  # modules or .py files that register systems, benchmarks, ...
+    budgets: Budgets = Field(default_factory=Budgets)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+
+    def benchmark_options(self) -> dict[str, Any]:
+        """The settings a benchmark may use (`Benchmark.__init__`)."""
+        return {"hints": self.hints, "postgres_url": self.postgres_url}
+
+
+def config_text(name: str) -> str:
+    """A file of the shipped configs/ folder."""
+    return (importlib.resources.files("data_agent_compare") / "configs" / name).read_text(encoding="utf-8")
+
+
+def read_yaml(path: Path | None = None, *, shipped: str | None = None) -> dict[str, Any]:
+    """A YAML mapping from `path`, or from the shipped configs file `shipped`."""
+    source = str(path) if path is not None else f"configs/{shipped}"
+    try:
+        text = path.read_text(encoding="utf-8") if path is not None else config_text(str(shipped))
+        data = yaml.safe_load(text)
+    except FileNotFoundError as missing:
+        raise ConfigError(f"config file not found: {source}") from missing
+    except yaml.YAMLError as bad:
+        raise ConfigError(f"{source}: not valid YAML: {bad}") from bad
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    return data
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Nested dict merge: override's keys win; nested mappings are merged, not replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_run_config(config_file: Path | None, overrides: dict[str, Any]) -> RunConfig:
+    """defaults.yaml < the benchmark's harness (`Benchmark.harness`) < config file < flags
+    (flags given as None are not set). Plugins are imported first: they may add the benchmark."""
+    settings = read_yaml(shipped="defaults.yaml")
+    source = "configs/defaults.yaml"
+    user = read_yaml(config_file) if config_file is not None else {}
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    load_plugins(flags.get("plugins", user.get("plugins", settings.get("plugins"))) or [])
+    benchmark = flags.get("benchmark", user.get("benchmark", settings.get("benchmark")))
+    settings = merge(settings, benchmark_harness(benchmark))
+    if config_file is not None:
+        settings = merge(settings, user)
+        source = str(config_file)
+    settings = merge(settings, flags)
+    try:
+        return RunConfig.model_validate(settings)
+    except ValidationError as invalid:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in invalid.errors())
+        raise ConfigError(f"invalid configuration (from {source} and flags): {problems}") from invalid
+
+
+def benchmark_harness(name: Any) -> dict[str, Any]:
+    """The run settings of the benchmark's official harness; {} for a name that is not registered
+    (planning the run reports that)."""
+    if not isinstance(name, str) or name not in BENCHMARKS:
+        return {}
+    try:
+        return dict(BENCHMARKS.load(name).harness)
+    except RegistryError as error:
+        raise ConfigError(str(error)) from error
+
+
+def load_plugins(plugins: list[str]) -> None:
+    """Import each plugin (a module name, or a .py file) so its `register_*` decorators run."""
+    for plugin in plugins:
+        try:
+            if plugin.endswith(".py"):
+                runpy.run_path(plugin, run_name=f"data_agent_compare_plugin_{Path(plugin).stem}")
+            else:
+                importlib.import_module(plugin)
+        except FileNotFoundError:
+            raise ConfigError(f"plugin file not found: {plugin}") from None
+        except (ImportError, SyntaxError, RegistryError) as error:
+            raise ConfigError(f"plugin {plugin!r} cannot be loaded: {error}") from error
+
+
+def load_model_table(path: Path | None = None) -> dict[str, ModelConfig]:
+    data = read_yaml(path, shipped="models.yaml")
+    source = str(path) if path else "configs/models.yaml"
+    table: dict[str, ModelConfig] = {}
+    for alias, entry in (data.get("models") or {}).items():
+        try:
+            table[alias] = ModelConfig.model_validate({"alias": alias, **(entry or {})})
+        except ValidationError as invalid:
+            error = invalid.errors()[0]
+            field = ".".join(map(str, error["loc"]))
+            raise ConfigError(f"{source}: model {alias!r}: field {field!r}: {error['msg']}") from invalid
+    return table
+
+
+def resolve_models(names: list[str], run: RunConfig) -> list[ModelConfig]:
+    table = load_model_table()
+    resolved = []
+    for name in names:
+        if name.startswith(OPENAI_COMPATIBLE_PREFIX):
+            model = _ad_hoc_model(name, run)
+        elif name in table:
+            model = table[name]
+        else:
+            valid = ", ".join([*sorted(table), f"{OPENAI_COMPATIBLE_PREFIX}<model id> (with --base-url)"])
+            raise ConfigError(f"unknown model {name!r}; valid models: {valid}")
+        if model.provider not in PROVIDERS:
+            known = ", ".join(PROVIDERS.names())
+            raise ConfigError(f"model {name!r}: unknown provider {model.provider!r}; registered providers: {known}")
+        resolved.append(model)
+    return resolved
+
+
+def _ad_hoc_model(name: str, run: RunConfig) -> ModelConfig:
+    model_id = name.removeprefix(OPENAI_COMPATIBLE_PREFIX)
+    if not model_id or not run.base_url:
+        raise ConfigError(f"{name!r} needs a model id after the colon and --base-url (e.g. http://127.0.0.1:8000/v1)")
+    return ModelConfig(
+        alias=name, provider="openai-compatible", model_id=model_id, base_url=run.base_url, api_key_env=run.api_key_env
+    )
+
+
+def missing_api_keys(models: list[ModelConfig]) -> dict[str, list[str]]:
+    """Environment variables that must be set for these models, and which models need each."""
+    missing: dict[str, list[str]] = {}
+    for model in models:
+        provider = PROVIDERS.load(model.provider)
+        variable = provider.key_variable(model) if hasattr(provider, "key_variable") else model.api_key_env
+        if variable and not os.environ.get(variable):
+            missing.setdefault(variable, []).append(model.alias)
+    return missing

@@ -1,3 +1,0 @@
-from compare.cli import main
-
-main()

@@ -1,0 +1,151 @@
+"""A benchmark: its tasks, each task's tools, its data, how its answers are scored and read.
+
+One `Benchmark` subclass per benchmark (`tasks/`), found by name (`BENCHMARKS`). Nothing
+outside a benchmark's own module asks which benchmark it is: the runner, `compare score`,
+`compare tasks` and the reports only call these methods.
+
+    load()                       the tasks, validated (TaskLoadError names file, line, field)
+    tools(task, settings)        the task's tools over its real data
+    prepare(tasks) / close()     data set up for a run and torn down (e.g. PostgreSQL restores)
+    warnings(tasks)              what is missing from the data, printed before a run
+    scorers                      names of the scorers that apply (`compare.scorer.SCORERS`)
+    harness                      run settings of the benchmark's official harness (budgets, ...)
+    prediction_answer(task, r)   one record of a prediction file made elsewhere, as an Answer
+    aggregate(scored)            benchmark-wide metrics `compare score` prints
+    report_lines(records)        extra Markdown for the run summary (e.g. DAB's pass@k)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .registry import Registry
+from .task import Answer, Task
+from .tool import Tool, ToolSettings
+
+if TYPE_CHECKING:
+    from .runlog import ResultRecord
+
+
+class BenchmarkError(Exception):
+    """The benchmark's files or data cannot be used; nothing ran. The CLI exits with status 2."""
+
+
+class TaskLoadError(BenchmarkError, ValueError):
+    """A task file, or one record of it, cannot be loaded."""
+
+    def __init__(self, file: str | Path, line: int | None, field: str | None, message: str) -> None:
+        self.file = str(file)
+        self.line = line
+        self.field = field
+        self.message = message
+        where = self.file if line is None else f"{self.file}:{line}"
+        what = f" field {field!r}:" if field else ""
+        super().__init__(f"{where}:{what} {message}")
+
+    @classmethod
+    def from_validation(cls, file: str | Path, line: int | None, error: Any) -> TaskLoadError:
+        """The first error of a pydantic ValidationError, located by its dotted field path
+        (e.g. gold.dag.nodes.0.id)."""
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "<record>"
+        extra = f" (and {error.error_count() - 1} more errors)" if error.error_count() > 1 else ""
+        return cls(file, line, field, first["msg"] + extra)
+
+
+class TaskLoadErrors(TaskLoadError):
+    """Several bad records of one load, in file order. A TaskLoadError itself, so callers that
+    catch one still catch it; `file` is the first problem's file, `line` and `field` are None."""
+
+    def __init__(self, errors: list[TaskLoadError]) -> None:
+        self.errors = errors
+        self.file = errors[0].file
+        self.line = None
+        self.field = None
+        self.message = f"{len(errors)} problems:\n" + "\n".join(str(error) for error in errors)
+        ValueError.__init__(self, self.message)  # not TaskLoadError's "file:line: field" prefix
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class PredictionFieldError(ValueError):
+    """A field of one prediction record is missing or unreadable (the reader adds file and line)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Benchmark(ABC):
+    """Subclass, set `name` (and `scorers`), implement `load` and `tools`; register it with
+    `@register_benchmark` or an entry point in `data_agent_compare.benchmarks`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""  # one line for `compare benchmarks`; the docstring's first line if empty
+    needs_path: ClassVar[bool] = True  # its task files come from --tasks-path
+    scorers: ClassVar[tuple[str, ...]] = ()
+    harness: ClassVar[dict[str, Any]] = {}  # run settings (e.g. {"budgets": {"max_steps": 100}}) under flags
+
+    def __init__(self, path: str | Path | None = None, **options: Any) -> None:
+        """`path`: the benchmark's files; `options`: run settings a benchmark may use (`hints`,
+        `postgres_url`); others are ignored."""
+        if self.needs_path and path is None:
+            raise BenchmarkError(
+                f"the {self.name} benchmark needs its task files: give --tasks-path (compare score: --tasks)"
+            )
+        self.path = Path(path) if path is not None else None
+        self.options = options
+
+    @abstractmethod
+    def load(self) -> list[Task]:
+        """Every task, validated; raise TaskLoadError (TaskLoadErrors for several bad records)."""
+
+    @abstractmethod
+    def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
+        """The task's tools over its data; raise for data this benchmark cannot serve (the task is
+        then `data_unavailable`)."""
+
+    def warnings(self, tasks: Sequence[Task]) -> list[str]:
+        return []
+
+    def prepare(self, tasks: list[Task]) -> list[Task]:
+        """Set up the data of a run (the tasks may come back rewritten); raise BenchmarkError."""
+        return tasks
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Tear down what `prepare` set up."""
+
+    def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
+        """One record of a prediction file as an Answer; raise PredictionFieldError."""
+        raise BenchmarkError(f"the {self.name} benchmark reads no prediction files")
+
+    def aggregate(self, scored: Sequence[tuple[Task, Answer]]) -> dict[str, Any]:
+        """Benchmark-wide metrics of scored predictions (`compare score` prints them)."""
+        return {}
+
+    @classmethod
+    def report_lines(cls, records: Sequence[ResultRecord]) -> list[str]:
+        """Markdown lines for the run summary, after the shared tables (needs no data: a run log
+        re-renders anywhere)."""
+        return []
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.description or (cls.__doc__ or "").strip().split("\n", 1)[0].strip()
+
+
+BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmarks")
+
+
+def register_benchmark(cls: type[Benchmark]) -> type[Benchmark]:
+    """Class decorator: make `cls` available as `--benchmark <cls.name>`."""
+    BENCHMARKS.register(cls.name, cls)
+    return cls
+
+
+def create_benchmark(name: str, path: str | Path | None = None, **options: Any) -> Benchmark:
+    return BENCHMARKS.load(name)(path, **options)

@@ -1,3 +1,0 @@
-"""Built-in model providers, registered with `compare.model` on import."""
-
-from compare.providers import registry  # noqa: F401

@@ -1,0 +1,226 @@
+"""The run log: a run directory's manifest, result records and traces, typed and versioned.
+
+    manifest.json    `Manifest`: suite version, git sha, resolved config, models, budgets, systems, tasks, status
+    results.jsonl    one `ResultRecord` per task × system × model × epoch, appended and flushed as each finishes
+    traces/<system>/<model>/<task>[.e<epoch>].json   the `Trace` of each record (and `.judge.json` for the judge)
+
+One writer (`RunLogWriter`) and one reader (`read_run`): the runner, `--resume`, `compare report`
+and the reports use nothing else. Every manifest and record carries `schema_version`; a reader
+meeting a newer version than `RUN_LOG_SCHEMA_VERSION` refuses with a message instead of
+guessing, and files written before versioning read as version 1 (the same fields, untyped).
+
+A crash or Ctrl-C loses nothing computed: records are appended one line at a time and flushed;
+a line cut by a crash is dropped when the run is resumed, and its unit runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .model import ModelConfig
+from .task import AnswerStatus
+from .trace import Budgets, PhaseTotals, Trace, Usage
+
+RUN_LOG_SCHEMA_VERSION = 2  # 1: the untyped log (no schema_version); 2: typed, versioned
+MANIFEST_FILE = "manifest.json"
+RESULTS_FILE = "results.jsonl"
+
+UnitKey = tuple[str, str, str, int]  # (task id, system, model alias, epoch)
+
+
+class RunLogError(Exception):
+    """A run directory that cannot be read: missing, malformed, or written by a newer suite."""
+
+
+class GitRevision(BaseModel):
+    sha: str = "unknown"
+    dirty: bool | None = None
+
+
+class Manifest(BaseModel):
+    schema_version: int = RUN_LOG_SCHEMA_VERSION
+    suite_version: str
+    git: GitRevision = Field(default_factory=GitRevision)
+    python: str = ""
+    platform: str = ""
+    started_at: str
+    finished_at: str | None = None
+    resumed_at: str | None = None
+    status: Literal["running", "completed", "interrupted"] = "running"
+    config: dict[str, Any]  # the resolved run configuration, secrets redacted
+    models: list[ModelConfig]
+    budgets: Budgets
+    systems: dict[str, dict[str, Any]]  # name -> System.describe()
+    judge: dict[str, Any] | None = None
+    benchmark: str
+    task_ids: list[str]
+    units: int
+    model_load_s: dict[str, float] = Field(default_factory=dict)
+
+
+class ToolCallSummary(BaseModel):
+    tool: str
+    success: bool
+    duration_s: float
+
+
+class ResultRecord(BaseModel):
+    """One task run with one system and model, scored."""
+
+    schema_version: int = RUN_LOG_SCHEMA_VERSION
+    task_id: str
+    benchmark: str
+    system: str
+    model: str
+    epoch: int
+    question_type: str
+    level: str | None = None
+    status: AnswerStatus
+    error: str | None = None  # the first line; the trace keeps the rest
+    answer: dict[str, Any]
+    gold: str | list[str] | None = None
+    scores: dict[str, float | None]
+    scoring_error: str | None = None  # a scorer failed; the answer is kept
+    usage: Usage
+    latency_s: float
+    setup_s: float = 0.0
+    latency_by_phase: dict[str, PhaseTotals]
+    model_calls: int
+    tool_calls: list[ToolCallSummary]
+    trace_file: str
+    judge_usage: Usage | None = None
+    judge_trace_file: str | None = None
+
+    @property
+    def key(self) -> UnitKey:
+        return (self.task_id, self.system, self.model, self.epoch)
+
+
+class RunLog(BaseModel):
+    run_dir: Path
+    manifest: Manifest
+    records: list[ResultRecord]
+    warnings: list[str] = Field(default_factory=list)  # lines that could not be read (their units re-run)
+
+    def trace(self, record: ResultRecord) -> Trace:
+        return Trace.model_validate_json((self.run_dir / record.trace_file).read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _checked_version(data: dict[str, Any], where: str) -> dict[str, Any]:
+    version = data.setdefault("schema_version", 1)
+    if not isinstance(version, int) or version > RUN_LOG_SCHEMA_VERSION:
+        from . import __version__
+
+        raise RunLogError(
+            f"{where} was written with run-log schema version {version}; this suite "
+            f"(data-agent-compare {__version__}) reads schema versions up to {RUN_LOG_SCHEMA_VERSION}: "
+            "upgrade data-agent-compare to read it"
+        )
+    return data
+
+
+def _invalid(where: str, error: ValidationError) -> RunLogError:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "<record>"
+    return RunLogError(f"{where}: field {field!r}: {first['msg']}")
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    path = Path(run_dir) / MANIFEST_FILE
+    if not path.is_file():
+        raise RunLogError(f"{run_dir} is not a run directory (no {MANIFEST_FILE})")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RunLogError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    if not isinstance(data, dict):
+        raise RunLogError(f"{path}: expected a JSON object")
+    try:
+        return Manifest.model_validate(_checked_version(data, str(path)))
+    except ValidationError as error:
+        raise _invalid(str(path), error) from None
+
+
+def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
+    """The records of results.jsonl and warnings about lines that are not JSON (a run killed
+    mid-write leaves at most one partial last line; that unit runs again on --resume). A line
+    that is JSON but not a record raises RunLogError naming the line and the field."""
+    path = Path(run_dir) / RESULTS_FILE
+    records: list[ResultRecord] = []
+    warnings: list[str] = []
+    if not path.exists():
+        return records, warnings
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            warnings.append(f"{path}:{number}: unreadable record (partial write?); its unit will be run again")
+            continue
+        where = f"{path}:{number}"
+        if not isinstance(data, dict):
+            raise RunLogError(f"{where}: expected a JSON object")
+        try:
+            records.append(ResultRecord.model_validate(_checked_version(data, where)))
+        except ValidationError as error:
+            raise _invalid(where, error) from None
+    return records, warnings
+
+
+def read_run(run_dir: str | Path) -> RunLog:
+    """The whole run log of a run directory; raises RunLogError."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    records, warnings = read_records(run_dir)
+    return RunLog(run_dir=run_dir, manifest=manifest, records=records, warnings=warnings)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write atomically: a crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    temporary.replace(path)
+
+
+class RunLogWriter:
+    """Writes a run directory: the manifest atomically, records and traces as units finish.
+    Thread-safe; each record is flushed to disk when written."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self._lock = threading.Lock()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / RESULTS_FILE
+        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            # A crash cut the last record mid-write; its unit runs again, so drop the fragment.
+            content = path.read_bytes()
+            path.write_bytes(content[: content.rfind(b"\n") + 1])
+        self._results = path.open("a", encoding="utf-8")
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        with self._lock:
+            write_json(self.run_dir / MANIFEST_FILE, manifest.model_dump(mode="json"))
+
+    def append(self, record: ResultRecord, trace: Trace, judge_trace: Trace | None = None) -> None:
+        with self._lock:
+            write_json(self.run_dir / record.trace_file, trace.model_dump(mode="json"))
+            if judge_trace is not None and record.judge_trace_file:
+                write_json(self.run_dir / record.judge_trace_file, judge_trace.model_dump(mode="json"))
+            self._results.write(record.model_dump_json() + "\n")
+            self._results.flush()
+
+    def close(self) -> None:
+        self._results.close()

@@ -1,0 +1,10 @@
+"""Model providers behind the core's one model interface, and the gateway's HTTP face.
+
+    openai_http.py      OpenRouter and any OpenAI-compatible server (httpx)
+    local.py            the embedded Gemma 3 270M, run by llama.cpp, grammar-constrained
+    scripted.py         a scripted test model (responses from a Python function)
+    openai_protocol.py  OpenAI chat-completions JSON ⇄ the core's messages, both directions
+    endpoint.py         the metered model served as an OpenAI-compatible endpoint on loopback
+
+Providers are registered by name in pyproject.toml (entry points `data_agent_compare.providers`).
+"""

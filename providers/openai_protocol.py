@@ -1,0 +1,261 @@
+"""OpenAI chat-completions JSON ⇄ the gateway's `Message`/`ToolSpec`/`ModelResponse`.
+
+Both directions live here because both are needed: the HTTP provider writes requests
+and reads responses; the loopback gateway server reads requests and writes responses.
+Keeping one module makes the round trip lossless, so a call metered through HTTP sees
+exactly the request the in-process call would have seen.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any, Literal
+
+from ..compare.model import Message, ModelRequest, ModelResponse, ToolSpec
+from ..compare.task import ToolCall
+from ..compare.trace import Usage
+
+log = logging.getLogger(__name__)
+
+ToolChoice = Literal["auto", "required", "none"]
+RAW_ARGUMENTS_KEY = "_raw"  # holds tool-call arguments that were not valid JSON
+
+
+# ---------------------------------------------------------------- messages and tools
+
+
+def message_to_openai(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [tool_call_to_openai(call) for call in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        out["name"] = message.name
+    if message.role == "tool" and out["content"] is None:
+        out["content"] = ""  # tool messages must carry a string
+    return out
+
+
+def message_from_openai(raw: dict[str, Any]) -> Message:
+    role = raw.get("role")
+    if role == "developer":  # newer OpenAI clients' name for the system role
+        role = "system"
+    calls = [tool_call_from_openai(call) for call in raw.get("tool_calls") or []]
+    return Message(
+        role=role,
+        content=content_text(raw.get("content")),
+        tool_calls=calls or None,
+        tool_call_id=raw.get("tool_call_id"),
+        name=raw.get("name"),
+    )
+
+
+def content_text(content: Any) -> str | None:
+    """Plain text of an OpenAI content field (a string, or a list of typed parts)."""
+    if content is None or isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
+    raw = call.arguments.get(RAW_ARGUMENTS_KEY) if set(call.arguments) == {RAW_ARGUMENTS_KEY} else None
+    arguments = raw if isinstance(raw, str) else json.dumps(call.arguments)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def tool_call_from_openai(raw: dict[str, Any]) -> ToolCall:
+    function = raw.get("function") or {}
+    return ToolCall(id=raw.get("id") or "", name=function.get("name") or "", arguments=parse_arguments(function))
+
+
+def parse_arguments(function: dict[str, Any]) -> dict[str, Any]:
+    """Arguments arrive as a JSON string; a model may emit broken JSON, which must not crash the run."""
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # some OpenAI-compatible servers send an object
+        return arguments
+    if not arguments:
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    log.warning("tool call %r: arguments are not a JSON object; kept under %r", function.get("name"), RAW_ARGUMENTS_KEY)
+    return {RAW_ARGUMENTS_KEY: arguments}
+
+
+def tool_to_openai(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def tool_from_openai(raw: dict[str, Any]) -> ToolSpec:
+    function = raw.get("function") or {}
+    return ToolSpec(
+        name=function.get("name", ""),
+        description=function.get("description") or "",
+        parameters=function.get("parameters") or {"type": "object", "properties": {}},
+    )
+
+
+def tool_choice_from_openai(raw: Any) -> ToolChoice:
+    """A forced named function becomes "required": the gateway has no per-tool forcing."""
+    if raw in ("auto", "required", "none"):
+        return raw
+    return "required" if isinstance(raw, dict) else "auto"
+
+
+def response_schema_from_openai(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    if raw.get("type") == "json_schema":
+        return (raw.get("json_schema") or {}).get("schema") or {"type": "object"}
+    if raw.get("type") == "json_object":
+        return {"type": "object"}
+    return None
+
+
+# ---------------------------------------------------------------- requests
+
+
+def request_to_openai(request: ModelRequest, model_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model_id, "messages": [message_to_openai(m) for m in request.messages]}
+    if request.tools:
+        body["tools"] = [tool_to_openai(t) for t in request.tools]
+        body["tool_choice"] = request.tool_choice
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.max_output_tokens is not None:
+        body["max_tokens"] = request.max_output_tokens
+    if request.response_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "response",
+                "schema": request.response_schema,
+                "strict": strict_compatible(request.response_schema),
+            },
+        }
+    return body
+
+
+def strict_compatible(schema: Any) -> bool:
+    """Whether OpenAI's strict structured-output mode accepts the schema: every object closed
+    (additionalProperties false) with all its properties required. Otherwise we ask non-strict
+    rather than have the provider refuse the request."""
+    if isinstance(schema, list):
+        return all(strict_compatible(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        properties = schema.get("properties", {})
+        if schema.get("additionalProperties", True) is not False or set(schema.get("required", [])) != set(properties):
+            return False
+    return all(strict_compatible(value) for key, value in schema.items() if key not in ("enum", "const", "required"))
+
+
+def request_from_openai(body: dict[str, Any]) -> ModelRequest:
+    """The gateway's view of an incoming request; raises ValueError/ValidationError on bad input."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("'messages' must be a non-empty list")
+    return ModelRequest(
+        messages=[message_from_openai(m) for m in messages],
+        tools=[tool_from_openai(t) for t in body.get("tools") or []],
+        tool_choice=tool_choice_from_openai(body.get("tool_choice", "auto")),
+        response_schema=response_schema_from_openai(body.get("response_format")),
+        temperature=body.get("temperature"),
+        max_output_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+    )
+
+
+# ---------------------------------------------------------------- responses
+
+
+def usage_from_openai(raw: dict[str, Any] | None) -> Usage:
+    raw = raw or {}
+    details = raw.get("completion_tokens_details") or {}
+    usage = Usage(
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        reasoning_tokens=details.get("reasoning_tokens") or 0,
+    )
+    if isinstance(raw.get("cost"), int | float):  # OpenRouter reports the charged USD amount
+        usage.cost_usd, usage.cost_source = float(raw["cost"]), "provider"
+    return usage
+
+
+def usage_to_openai(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "cost": usage.cost_usd,
+    }
+
+
+def response_from_openai(body: dict[str, Any]) -> ModelResponse:
+    """Parse a successful completion body; raises ValueError when it has no choice."""
+    choices = body.get("choices") or []
+    if not choices:
+        raise ValueError("response has no choices")
+    choice = choices[0]
+    message = message_from_openai({**(choice.get("message") or {}), "role": "assistant"})
+    if message.content == "" and message.tool_calls:
+        message.content = None  # providers differ on "" vs null beside tool calls
+    return ModelResponse(
+        message=message,
+        usage=usage_from_openai(body.get("usage")),
+        finish_reason=choice.get("finish_reason"),
+        provider_model=body.get("model") or "",
+    )
+
+
+def response_to_openai(response: ModelResponse, model: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message_to_openai(response.message),
+                "finish_reason": finish_reason(response),
+                "logprobs": None,
+            }
+        ],
+        "usage": usage_to_openai(response.usage),
+    }
+
+
+def finish_reason(response: ModelResponse) -> str:
+    if response.message.tool_calls:
+        return "tool_calls"
+    return response.finish_reason or "stop"
+
+
+def stream_chunks(response: ModelResponse, model: str) -> list[dict[str, Any]]:
+    """The whole response as SSE chunks: one delta with everything, then finish, then usage."""
+    head = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    delta = message_to_openai(response.message)
+    for index, call in enumerate(delta.get("tool_calls") or []):
+        call["index"] = index  # stream deltas address tool calls by position
+    return [
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason(response)}]},
+        {**head, "choices": [], "usage": usage_to_openai(response.usage)},
+    ]

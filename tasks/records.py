@@ -1,0 +1,66 @@
+"""What every task loader shares: small readers of JSON and JSON Lines files that raise the core's
+TaskLoadError for a bad file (naming the file, the line or record and the field, so a broken
+benchmark file can be fixed without a debugger), and collecting every bad record of a load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..compare.benchmark import TaskLoadError, TaskLoadErrors
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def collect(records: Iterable[R], parse: Callable[[R], T]) -> list[T]:
+    """`parse` of every record. Bad records do not stop the load: their TaskLoadErrors are raised
+    together at the end, a lone one as itself (so its message stays the one-error message)."""
+    parsed: list[T] = []
+    errors: list[TaskLoadError] = []
+    for record in records:
+        try:
+            parsed.append(parse(record))
+        except TaskLoadError as error:
+            errors.append(error)
+    if len(errors) > 1:
+        raise TaskLoadErrors(errors)
+    if errors:
+        raise errors[0]
+    return parsed
+
+
+def json_object(path: str | Path, line: int, text: str) -> dict[str, Any]:
+    """One JSON Lines record, which must be an object; a TaskLoadError naming the line otherwise."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, line, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    if not isinstance(record, dict):
+        raise TaskLoadError(path, line, None, f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def read_json(path: str | Path) -> Any:
+    """A whole JSON file; a TaskLoadError naming the file (and line) when it is missing or invalid."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskLoadError(path, None, None, "file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+
+
+LFS_MAGIC = b"version https://git-lfs"
+LFS_POINTER_MAX_BYTES = 1024  # pointer files are ~130 bytes; real data is never read in full
+
+
+def is_lfs_pointer(path: Path) -> bool:
+    """A Git LFS pointer stands where a published data file should be (the data was not pulled)."""
+    if path.stat().st_size > LFS_POINTER_MAX_BYTES:
+        return False
+    with path.open("rb") as handle:
+        return handle.read(len(LFS_MAGIC)) == LFS_MAGIC

@@ -1,0 +1,52 @@
+"""Ctrl-C during a run: the process stops at once, keeps every finished record, and --resume finishes the run."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT, FakeOpenAIServer, tool_call_response
+
+MODEL_LATENCY_S = 4.0
+
+
+def compare(*flags: str) -> list[str]:
+    return [sys.executable, "-m", "compare", "--models", "openai-compatible:m", *flags]
+
+
+@pytest.mark.slow  # two real `compare` processes and a slow fake model: ~50 s
+def test_ctrl_c_stops_without_waiting_for_the_call_in_flight_and_resume_finishes(tmp_path):
+    out = tmp_path / "run"
+    answer = tool_call_response([("c1", "answer", '{"answer": "A"}')])
+    with FakeOpenAIServer(latency_s=MODEL_LATENCY_S, default=answer) as fake:
+        flags = ["--base-url", fake.base_url, "--limit", "4", "--task-ids", "BND001,BND005,BND009,BND013"]
+        process = subprocess.Popen(compare(*flags, "--out", str(out)), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        results = out / "results.jsonl"
+        deadline = time.monotonic() + 60
+        while not (results.exists() and results.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # well inside the next model call
+        interrupted_at = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        stopped_after = time.monotonic() - interrupted_at
+        stderr = process.stderr.read()
+
+        assert code == 130, stderr
+        assert stopped_after < MODEL_LATENCY_S - 1, stopped_after  # did not wait for the call in flight
+        assert "--resume" in stderr
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+        kept = [json.loads(line) for line in results.read_text().splitlines()]
+        assert 1 <= len(kept) < 4
+
+        resumed = subprocess.run(
+            compare("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(r["task_id"] for r in records) == ["BND001", "BND005", "BND009", "BND013"]
+    assert json.loads((out / "manifest.json").read_text())["status"] == "completed"

@@ -1,0 +1,68 @@
+"""The summary of a run directory: accuracy with a CI, cost per correct answer, paired tests."""
+
+from data_agent_compare.compare import BENCHMARKS, ResultRecord
+from data_agent_compare.reports import pairwise, summarize
+
+
+def record(system, task, correct, cost=0.01, **fields):
+    return ResultRecord.model_validate(
+        {
+            "benchmark": "bundled",
+            "system": system,
+            "model": "m",
+            "task_id": task,
+            "epoch": 1,
+            "question_type": "single_choice",
+            "status": "completed",
+            "answer": {},
+            "scores": {"exact_match": correct},
+            "latency_s": 1.0,
+            "latency_by_phase": {"decision": {"latency_s": 0.6}, "other": {"latency_s": 0.4}},
+            "model_calls": 2,
+            "tool_calls": [],
+            "usage": {"input_tokens": 10, "output_tokens": 5, "reasoning_tokens": 1, "cost_usd": cost},
+            "trace_file": f"traces/{system}/m/{task}.json",
+            **fields,
+        }
+    )
+
+
+def test_rows_report_accuracy_ci_and_cost_per_correct():
+    records = [record("a", f"T{i}", 1.0 if i < 6 else 0.0) for i in range(10)]
+    (row,) = summarize(records)
+    assert row.accuracy == 0.6 and row.accuracy_n == 10
+    low, high = row.accuracy_ci
+    assert low < 0.6 < high
+    assert abs(row.cost_per_correct_usd - 0.10 / 6) < 1e-12
+    assert row.mean_latency_by_phase_s["decision"] == 0.6
+
+
+def test_pairwise_compares_systems_on_common_tasks():
+    # b01 = 1 (a wrong, b right), b10 = 9 (a right, b wrong): exact McNemar p = 2·P(X ≤ 1 | 10, ½) = 0.0215
+    a = [record("a", f"T{i}", 1.0 if i < 9 else 0.0) for i in range(10)]
+    b = [record("b", f"T{i}", 1.0 if i == 9 else 0.0) for i in range(10)]
+    (pair,) = pairwise(a + b + [record("b", "only-b", 1.0)])
+    assert (pair.first, pair.second, pair.tasks) == ("a/m", "b/m", 10)
+    assert abs(pair.accuracy_difference - 0.8) < 1e-12
+    assert abs(pair.mcnemar_p - 22 / 1024) < 1e-9
+    assert pair.difference_ci[0] > 0
+
+
+def test_dab_rows_get_pass_at_k_over_epochs_with_datasets_weighted_equally():
+    def trial(task, epoch, correct):
+        return record("s", task, None, benchmark="dab", epoch=epoch, scores={"correct": correct})
+
+    # books/q1 passes 1 of 2 trials, books/q2 2 of 2, crm/q1 0 of 2:
+    # pass@1 books = (0.5 + 1) / 2 = 0.75, crm = 0; stratified = 0.375
+    records = [
+        trial("books/q1", 1, 1.0),
+        trial("books/q1", 2, 0.0),
+        trial("books/q2", 1, 1.0),
+        trial("books/q2", 2, 1.0),
+        trial("crm/q1", 1, 0.0),
+        trial("crm/q1", 2, 0.0),
+    ]
+    lines = BENCHMARKS.load("dab").report_lines(records)
+    assert lines[0] == "## DAB pass@k"
+    assert "pass@1 0.375" in lines[2] and "pass@2 0.500" in lines[2]
+    assert any("books: pass@1 0.750" in line for line in lines)

@@ -1,0 +1,110 @@
+"""The run directory: records survive failures, and an interrupted run resumes without redoing work."""
+
+import json
+
+import pytest
+
+from data_agent_compare.app import runner
+from data_agent_compare.app.config import ConfigError
+from data_agent_compare.app.runner import execute
+from data_agent_compare.compare import Answer, CallContext, Message, ModelRequest, RunContext, System, Task
+from data_agent_compare.compare.runlog import read_records
+from data_agent_compare.providers.scripted import tool_call_message
+
+from helpers import load_tasks, make_plan, registered_system
+
+
+class ExplodingSystem(System):
+    """A test system that crashes on the second task."""
+
+    name = "test_exploding"
+    kind = "test"
+
+    def run(self, task: Task, ctx: RunContext) -> Answer:
+        if task.id.endswith("2"):
+            raise RuntimeError("boom")
+        ctx.generate([Message(role="user", content=task.question)])
+        return Answer(text="A")
+
+
+@pytest.fixture
+def exploding_system():
+    with registered_system(ExplodingSystem) as cls:
+        yield cls
+
+
+def answer_a(request: ModelRequest, context: CallContext) -> Message:
+    return tool_call_message("answer", {"answer": "A"})
+
+
+def records_of(run_dir):
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def test_a_crashing_system_loses_one_task_not_the_run(tmp_path, scripted_model, exploding_system):
+    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:3]
+    tasks = [t.model_copy(update={"id": f"T{i}"}) for i, t in enumerate(tasks, start=1)]
+    plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["test_exploding"])
+    execute(plan)
+    statuses = {r["task_id"]: r["status"] for r in records_of(plan.run_dir)}
+    assert statuses == {"T1": "completed", "T2": "error", "T3": "completed"}
+    error = next(r for r in records_of(plan.run_dir) if r["task_id"] == "T2")["error"]
+    assert error == "RuntimeError: boom"
+    trace = json.loads((plan.run_dir / "traces/test_exploding/scripted/T2.json").read_text())
+    assert "Traceback" in trace["error"]  # the stack is kept in the trace, not the summary
+
+
+def test_resume_runs_only_missing_units_and_reports_a_partial_line(tmp_path, scripted_model):
+    tasks = load_tasks("bundled")[:4]
+    plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["tool_use"])
+    execute(plan)
+    results = plan.run_dir / "results.jsonl"
+    lines = results.read_text().splitlines()
+    # simulate a crash: the last record was half written, the one before never written
+    results.write_text("\n".join(lines[:2]) + "\n" + lines[3][:40])
+    records, warnings = read_records(plan.run_dir)
+    assert len(records) == 2 and len(warnings) == 1 and "results.jsonl:3" in warnings[0]
+
+    with pytest.raises(ConfigError, match="--resume"):
+        execute(plan)  # refusing to mix two runs in one directory
+    manifest = execute(plan, resume=True)
+    assert manifest.status == "completed"
+    records, warnings = read_records(plan.run_dir)
+    assert sorted(r.task_id for r in records) == sorted(t.id for t in tasks)
+    assert warnings == []  # the fragment of the cut record is gone
+
+
+def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, scripted_model):
+    """Scripted system and scripted judge: judge calls are metered apart and land in their own trace."""
+    report_task = next(t for t in load_tasks("bundled") if t.question_type == "report")
+
+    def system_or_judge(request: ModelRequest, context: CallContext) -> Message:
+        if context.system == "judge":
+            return Message(role="assistant", content=json.dumps({"score": 1, "justification": "fine"}))
+        return tool_call_message("answer", {"answer": report_task.gold.report})
+
+    model = scripted_model(system_or_judge)
+    plan = make_plan(tmp_path, [report_task], model, ["tool_use"])
+    plan.judge = model
+    execute(plan)
+    record = records_of(plan.run_dir)[0]
+    assert record["scores"]["rs"] is not None and record["scores"]["sql_acc"] is not None
+    judge_trace = json.loads((plan.run_dir / record["judge_trace_file"]).read_text())
+    system_trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    assert judge_trace["steps"] and all(s["kind"] == "model_call" for s in judge_trace["steps"])
+    assert record["judge_usage"]["input_tokens"] > 0
+    assert record["model_calls"] == len([s for s in system_trace["steps"] if s["kind"] == "model_call"]) == 1
+
+
+def test_a_failing_scorer_keeps_the_answer_and_says_why(tmp_path, scripted_model, monkeypatch):
+
+    def broken_score(*args, **kwargs):
+        raise ZeroDivisionError("scorer bug")
+
+    monkeypatch.setattr(runner, "score", broken_score)
+    task = load_tasks("bundled")[0]
+    plan = make_plan(tmp_path, [task], scripted_model(answer_a), ["tool_use"])
+    execute(plan)
+    (record,) = records_of(plan.run_dir)
+    assert record["answer"]["choices"] == ["A"] and record["status"] == "completed"
+    assert record["scores"] == {} and record["scoring_error"] == "ZeroDivisionError: scorer bug"

@@ -1,0 +1,182 @@
+"""Statistics: pass@k, bootstrap intervals, the paired bootstrap, McNemar and stratified means."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from data_agent_compare.evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap, pass_at_k, stratified_mean
+
+# ---------------------------------------------------------------- pass@k
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (5, 2, 1, 0.4),  # pass@1 is c/n
+        (5, 2, 2, 1 - 3 / 10),  # 1 − C(3,2)/C(5,2) = 0.7
+        (10, 3, 5, 1 - 21 / 252),  # 1 − C(7,5)/C(10,5)
+        (5, 0, 3, 0.0),
+        (5, 5, 1, 1.0),
+        (5, 4, 2, 1.0),  # n − c < k: every pair of trials holds a pass
+        (1, 1, 1, 1.0),
+        (1, 0, 1, 0.0),
+    ],
+)
+def test_pass_at_k_hand_computed(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(5, 2, 6), (5, 2, 0), (5, 6, 1), (5, -1, 1), (0, 0, 1)])
+def test_pass_at_k_rejects_impossible_arguments(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+@given(st.integers(1, 8).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_is_the_chance_that_k_drawn_trials_include_a_pass(args):
+    n, c, k = args
+    draws = list(itertools.combinations(range(n), k))  # trials 0..c-1 are the passing ones
+    expected = sum(any(i < c for i in draw) for draw in draws) / len(draws)
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_at_k_matches_the_codex_product_form_for_large_n():
+    n, c, k = 200, 37, 10
+    product = 1 - np.prod(1 - k / np.arange(n - c + 1, n + 1))
+    assert pass_at_k(n, c, k) == pytest.approx(product, rel=1e-12)
+
+
+# ---------------------------------------------------------------- bootstrap_ci
+
+
+def test_bootstrap_interval_contains_the_mean_and_has_the_expected_width():
+    values = np.random.default_rng(1).normal(0.0, 1.0, 400)
+    mean, low, high = bootstrap_ci(values)
+    assert mean == pytest.approx(values.mean())
+    assert low < mean < high
+    standard_error = values.std(ddof=1) / math.sqrt(len(values))
+    assert high - low == pytest.approx(2 * 1.96 * standard_error, rel=0.1)
+
+
+def test_bootstrap_interval_narrows_with_more_data():
+    small = np.random.default_rng(2).integers(0, 2, 30).astype(float)
+    _, low_small, high_small = bootstrap_ci(small)
+    _, low_large, high_large = bootstrap_ci(np.tile(small, 16))  # same mean, 16× the tasks
+    assert high_large - low_large < (high_small - low_small) / 3
+
+
+def test_bootstrap_is_deterministic_by_seed():
+    values = list(np.random.default_rng(6).random(20))
+    assert bootstrap_ci(values, resamples=500, seed=7) == bootstrap_ci(values, resamples=500, seed=7)
+    assert bootstrap_ci(values, resamples=500, seed=7) != bootstrap_ci(values, resamples=500, seed=8)
+
+
+def test_wider_confidence_gives_a_wider_interval():
+    values = np.random.default_rng(3).random(50)
+    _, low_90, high_90 = bootstrap_ci(values, confidence=0.9)
+    _, low_99, high_99 = bootstrap_ci(values, confidence=0.99)
+    assert low_99 < low_90 and high_99 > high_90
+
+
+def test_bootstrap_edge_cases():
+    assert all(math.isnan(x) for x in bootstrap_ci([]))
+    mean, low, high = bootstrap_ci([0.7])
+    assert mean == 0.7 and math.isnan(low) and math.isnan(high)
+    assert bootstrap_ci([1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0)
+    for bad in ({"confidence": 1.0}, {"confidence": 0.0}, {"resamples": 0}):
+        with pytest.raises(ValueError):
+            bootstrap_ci([1.0, 2.0], **bad)
+    with pytest.raises(ValueError, match="finite"):
+        bootstrap_ci([1.0, math.nan])
+
+
+# ---------------------------------------------------------------- paired bootstrap
+
+
+def test_paired_bootstrap_detects_a_real_difference():
+    rng = np.random.default_rng(4)
+    b = rng.random(60)
+    a = b + 0.1 + rng.normal(0, 0.05, 60)  # a beats b on (almost) every task
+    result = paired_bootstrap(a, b, resamples=2000, seed=0)
+    assert result.n == 60
+    assert result.mean_difference == pytest.approx(float(np.mean(a - b)))
+    assert 0 < result.low < result.mean_difference < result.high
+    assert result.p_value < 0.01
+
+
+def test_paired_bootstrap_finds_no_difference_between_equivalent_systems():
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 2, 80).astype(float), rng.integers(0, 2, 80).astype(float)
+    a[:] = np.where(rng.random(80) < 0.5, a, b)  # same accuracy by construction, different tasks right
+    result = paired_bootstrap(a, b, resamples=2000, seed=0)
+    assert result.low < 0 < result.high or result.mean_difference == 0
+    assert result.p_value > 0.05
+    identical = paired_bootstrap(b, b, resamples=500)
+    assert identical.mean_difference == 0 and identical.p_value == 1.0
+
+
+def test_paired_bootstrap_is_deterministic_and_checks_alignment():
+    a, b = [1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0]
+    assert paired_bootstrap(a, b, resamples=300, seed=3) == paired_bootstrap(a, b, resamples=300, seed=3)
+    with pytest.raises(ValueError, match="aligned"):
+        paired_bootstrap([1.0, 0.0], [1.0], resamples=100, seed=0)
+    one = paired_bootstrap([1.0], [0.0], resamples=100, seed=0)
+    assert one.mean_difference == 1.0 and math.isnan(one.p_value) and math.isnan(one.low)
+
+
+# ---------------------------------------------------------------- McNemar
+
+
+def outcomes(both: int, a_only: int, b_only: int, neither: int) -> tuple[list[bool], list[bool]]:
+    a = [True] * both + [True] * a_only + [False] * b_only + [False] * neither
+    b = [True] * both + [False] * a_only + [True] * b_only + [False] * neither
+    return a, b
+
+
+def test_mcnemar_exact_on_a_hand_computed_table():
+    result = mcnemar(*outcomes(both=20, a_only=9, b_only=1, neither=5))
+    assert (result.b01, result.b10, result.method) == (1, 9, "exact")
+    assert result.p_value == pytest.approx(2 * (1 + 10) / 2**10)  # 2·P(X ≤ 1 | n=10, p=½) = 0.0215
+    assert result.p_value == pytest.approx(0.0215, abs=1e-4)
+    assert mcnemar(*reversed(outcomes(20, 9, 1, 5))).p_value == result.p_value
+
+
+def test_mcnemar_chi_square_from_25_discordant_pairs():
+    exact = mcnemar(*outcomes(both=5, a_only=16, b_only=8, neither=5))  # 24 discordant
+    assert exact.method == "exact"
+    result = mcnemar(*outcomes(both=5, a_only=30, b_only=10, neither=5))
+    assert result.method == "chi2"
+    assert result.statistic == pytest.approx((20 - 1) ** 2 / 40)
+    assert result.p_value == pytest.approx(math.erfc(math.sqrt(9.025 / 2)))
+
+
+def test_mcnemar_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    exact = mcnemar(*outcomes(both=3, a_only=12, b_only=4, neither=2))
+    assert exact.p_value == pytest.approx(stats.binomtest(4, 16, 0.5).pvalue)
+    chi2 = mcnemar(*outcomes(both=3, a_only=40, b_only=22, neither=2))
+    assert chi2.p_value == pytest.approx(stats.chi2.sf((18 - 1) ** 2 / 62, df=1))
+
+
+def test_mcnemar_edge_cases():
+    no_discordance = mcnemar([True, False], [True, False])
+    assert (no_discordance.b01, no_discordance.b10, no_discordance.p_value) == (0, 0, 1.0)
+    assert mcnemar([True], [False]).p_value == 1.0  # one discordant pair: 2·½, capped at 1
+    with pytest.raises(ValueError, match="aligned"):
+        mcnemar([True, False], [True])
+
+
+# ---------------------------------------------------------------- stratified mean
+
+
+def test_stratified_mean_weights_groups_equally():
+    groups = {"bookreview": [1.0, 1.0, 1.0, 1.0], "yelp": [0.0]}
+    assert stratified_mean(groups) == 0.5  # pooled, it would be 0.8
+    assert stratified_mean({"only": [0.2, 0.4]}) == pytest.approx(0.3)
+    assert math.isnan(stratified_mean({}))
+    with pytest.raises(ValueError, match="yelp"):
+        stratified_mean({"bookreview": [1.0], "yelp": []})

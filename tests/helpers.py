@@ -1,0 +1,324 @@
+"""Helpers shared by the tests (the one module tests import besides the suite): paths of the
+fixtures, the scripted test model, run plans without the CLI, and a local OpenAI-compatible
+fake server.
+
+The fake server stands in for OpenRouter / any OpenAI-compatible endpoint: it serves
+`POST .../chat/completions` on 127.0.0.1 from a scripted queue of responses (real-shaped bodies,
+error statuses, Retry-After headers, OpenRouter's 200-with-error), records every request it
+receives, and can add a fixed artificial latency per response. `load_recorded(path)` replays
+response bodies recorded as JSONL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pytest
+
+from data_agent_compare.app.config import RunConfig
+from data_agent_compare.app.runner import RunPlan, execute
+from data_agent_compare.compare import (
+    PROVIDERS,
+    SYSTEMS,
+    Benchmark,
+    Budgets,
+    CallContext,
+    Message,
+    ModelConfig,
+    ModelRequest,
+    ModelResponse,
+    ResultRecord,
+    System,
+    Task,
+    ToolEnvironment,
+    ToolSettings,
+    Trace,
+    TraceRecorder,
+    create_benchmark,
+    create_system,
+    register_provider,
+    register_system,
+)
+from data_agent_compare.compare.model import forget_provider
+from data_agent_compare.providers.scripted import ScriptedProvider
+from data_agent_compare.tools.postgres import PostgresUnavailable, find_bin_dir
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FIXTURES = TESTS / "fixtures"
+
+# ---------------------------------------------------------------- the scripted test model
+
+SCRIPTED = ModelConfig(alias="scripted", provider="scripted", model_id="scripted-test-model")
+Responder = Callable[[ModelRequest, CallContext], Message | ModelResponse]
+
+
+def steps_taken(request: ModelRequest) -> int:
+    """How many assistant turns the conversation already has (the scripted model's step counter)."""
+    return sum(m.role == "assistant" for m in request.messages)
+
+
+@contextlib.contextmanager
+def scripted_provider() -> Iterator[Callable[[Responder], ModelConfig]]:
+    """`install(respond)` registers a scripted test model as provider "scripted" (and returns its
+    ModelConfig); everything installed is unregistered when the block ends."""
+
+    def install(respond: Responder) -> ModelConfig:
+        provider = ScriptedProvider(respond)
+        register_provider("scripted")(lambda: provider)
+        return SCRIPTED
+
+    try:
+        yield install
+    finally:
+        PROVIDERS.unregister("scripted")
+        forget_provider("scripted")
+
+
+@contextlib.contextmanager
+def registered_system(cls: type[System]) -> Iterator[type[System]]:
+    """A test-only system, registered under its name for the block (never at import time)."""
+    register_system(cls)
+    try:
+        yield cls
+    finally:
+        SYSTEMS.unregister(cls.name)
+
+
+def recorder(**budgets: Any) -> TraceRecorder:
+    return TraceRecorder(Trace(task_id="t", system="s", model="m"), Budgets(**budgets))
+
+
+# ---------------------------------------------------------------- running tasks without the CLI
+
+
+def make_plan(
+    tmp_path: Path,
+    tasks: list[Task],
+    model: ModelConfig,
+    systems: list[str],
+    benchmark: Benchmark | None = None,
+    **config: object,
+) -> RunPlan:
+    """A run plan of these tasks; the benchmark (default: the tasks' own, its files unread) gives
+    their tools and scorers."""
+    run_config = RunConfig(workflows=systems, models=[model.alias], out=str(tmp_path / "run"), **config)
+    return RunPlan(
+        config=run_config,
+        benchmark=benchmark or create_benchmark(tasks[0].benchmark, tmp_path / "unread"),
+        tasks=tasks,
+        systems={name: create_system(name) for name in systems},
+        models=[model],
+        run_dir=tmp_path / "run",
+    )
+
+
+def run_task(
+    tmp_path: Path, model: ModelConfig, task: Task, system: str, instance: System | None = None, **config: object
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Run one task through the real runner; returns its result record, trace and the manifest, as JSON."""
+    plan = make_plan(tmp_path, [task], model, [system], **config)
+    if instance is not None:
+        plan.systems[system] = instance
+    manifest = execute(plan)
+    record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
+    trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    return record, trace, manifest.model_dump(mode="json")
+
+
+def load_tasks(benchmark: str, path: str | Path | None = None, **options: Any) -> list[Task]:
+    return create_benchmark(benchmark, path, **options).load()
+
+
+def environment(task: Task, settings: ToolSettings | None = None, **budgets: Any) -> ToolEnvironment:
+    """The task's tools as its benchmark gives them (its files unread), with a fresh recorder."""
+    tools = create_benchmark(task.benchmark, TESTS / "unread").tools(task, settings or ToolSettings())
+    return ToolEnvironment(tools, recorder(**budgets))
+
+
+def read_records(run_dir: Path) -> list[ResultRecord]:
+    return [ResultRecord.model_validate_json(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+def postgres_bin_dir_or_skip() -> Path:
+    try:
+        return find_bin_dir()
+    except PostgresUnavailable as missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI installs PostgreSQL, yet: {missing}")
+        pytest.skip(f"no PostgreSQL server binaries on this machine: {missing}")
+
+
+# ---------------------------------------------------------------- a fake OpenAI-compatible server
+
+
+@dataclass
+class FakeResponse:
+    body: dict[str, Any] | str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: dict[str, Any] | None
+
+
+def usage(prompt: int, completion: int, *, reasoning: int = 0, cost: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+    if cost is not None:
+        out["cost"] = cost
+    return out
+
+
+def completion(
+    message: dict[str, Any], finish_reason: str, usage_body: dict[str, Any], model: str = "openai/gpt-5"
+) -> FakeResponse:
+    return FakeResponse(
+        {
+            "id": "gen-1732300000-fake",
+            "provider": "OpenAI",
+            "model": model,
+            "object": "chat.completion",
+            "created": 1732300000,
+            "choices": [
+                {
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    "native_finish_reason": finish_reason,
+                    "index": 0,
+                    "message": {"role": "assistant", "refusal": None, "reasoning": None, **message},
+                }
+            ],
+            "usage": usage_body,
+        }
+    )
+
+
+def text_response(text: str, *, usage_body: dict[str, Any] | None = None, model: str = "openai/gpt-5") -> FakeResponse:
+    return completion({"content": text}, "stop", usage_body or usage(10, 5), model)
+
+
+def tool_call_response(
+    calls: list[tuple[str, str, str]], *, usage_body: dict[str, Any] | None = None, model: str = "openai/gpt-5"
+) -> FakeResponse:
+    """`calls` are (id, name, arguments-as-JSON-text) triples, as a model emits them."""
+    tool_calls = [
+        {"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+        for i, (cid, name, args) in enumerate(calls)
+    ]
+    return completion({"content": "", "tool_calls": tool_calls}, "tool_calls", usage_body or usage(20, 8), model)
+
+
+def error_response(status: int, message: str, *, retry_after: str | None = None) -> FakeResponse:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return FakeResponse({"error": {"code": status, "message": message}}, status=status, headers=headers)
+
+
+def error_in_body(code: int, message: str) -> FakeResponse:
+    """OpenRouter's quirk: the model failed after the request was accepted, so HTTP says 200."""
+    return FakeResponse({"error": {"code": code, "message": message, "metadata": {"provider_name": "Fake"}}})
+
+
+def load_recorded(path: Path) -> dict[str, FakeResponse]:
+    """Recorded responses by name; each JSONL line is {"name", "status", "headers", "body"}."""
+    recorded = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            recorded[row["name"]] = FakeResponse(row["body"], row.get("status", 200), row.get("headers", {}))
+    return recorded
+
+
+class FakeOpenAIServer:
+    """`with FakeOpenAIServer() as fake: fake.enqueue(...); ... fake.requests`"""
+
+    def __init__(self, *, latency_s: float = 0.0, default: FakeResponse | None = None) -> None:
+        self.latency_s = latency_s  # test-only artificial delay before every response
+        self.default = default  # served when the queue is empty
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[FakeResponse] = deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/api/v1"
+
+    def enqueue(self, *responses: FakeResponse) -> None:
+        with self._lock:
+            self._queue.extend(responses)
+
+    def next_response(self, request: RecordedRequest) -> FakeResponse:
+        with self._lock:
+            self.requests.append(request)
+            if self._queue:
+                return self._queue.popleft()
+        return self.default or error_response(400, "fake server: no scripted response left")
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like the real service
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw) if raw else None
+            except json.JSONDecodeError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            response = fake.next_response(RecordedRequest("POST", self.path, headers, body))
+            time.sleep(fake.latency_s)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+                self._send(response)
+
+        def _send(self, response: FakeResponse) -> None:
+            payload = response.body if isinstance(response.body, str) else json.dumps(response.body)
+            data = payload.encode()
+            self.send_response(response.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output quiet
+
+    return Handler

@@ -1,0 +1,82 @@
+"""The built-in tools, over a task's real data; a benchmark chooses which a task gets.
+
+- `default_tools(task, settings)`: schema inspection and read-only SQL (SQLite, DuckDB,
+  PostgreSQL), document search (FAISS over MiniLM embeddings), listing and reading files of the
+  task's data folder, the frozen web/vector searches recorded with a task, sandboxed Python, and
+  `answer`. What `task.tools` names, when it is set (`answer` always).
+- `dab_tools(task, settings)` (`tools/dab.py`): DataAgentBench's own list_db, query_db,
+  execute_python and return_answer, over SQL and Mongo databases.
+- `function_call_tools(task)` (`tools/function_call.py`): the task's own tool specs, whose
+  first call is the prediction (DBGorilla).
+
+Database runtimes live here too: PostgreSQL restores (`postgres.py`) and the MongoDB stand-in
+(`mongo.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..compare.task import DataSourceKind, Task
+from ..compare.tool import Tool, ToolError, ToolSettings
+from .answer import AnswerTool
+from .documents import DocumentSearchTool
+from .files import ListFilesTool, ReadFileTool
+from .frozen_search import frozen_search_tools
+from .python_sandbox import PythonTool
+from .sql import BACKENDS, Databases, SchemaTool, SqlTool
+
+__all__ = ["DEFAULT_TOOL_NAMES", "SQL_KINDS", "check_kinds", "default_tools", "offered"]
+
+DEFAULT_TOOL_NAMES = [
+    "get_schema_info",
+    "execute_sql",
+    "search_documents",
+    "list_files",
+    "read_file",
+    "execute_python",
+    "answer",
+]
+
+SQL_KINDS = set(BACKENDS)  # a new backend in tools/sql.py makes its kind supported here
+SUPPORTED_KINDS = {*SQL_KINDS, DataSourceKind.DOCUMENTS, DataSourceKind.FILES}
+
+
+def default_tools(task: Task, settings: ToolSettings) -> list[Tool]:
+    """The default tools the task's data calls for (module docstring). Raises ToolError when a data
+    source is of a kind these tools cannot serve."""
+    check_kinds(task, SUPPORTED_KINDS)
+
+    def wanted(name: str) -> bool:
+        return task.tools is None or name in task.tools or name == AnswerTool.name
+
+    tools: list[Tool] = []
+    try:
+        databases = [s for s in task.data if s.kind in SQL_KINDS]
+        if databases and (wanted("get_schema_info") or wanted("execute_sql")):
+            shared = Databases(databases, settings, task.data_dir)
+            tools += [SchemaTool(shared, settings), SqlTool(shared, settings)]
+        documents = [s for s in task.data if s.kind == DataSourceKind.DOCUMENTS]
+        if documents and wanted("search_documents"):  # the only costly one: it may embed the corpus
+            tools.append(DocumentSearchTool(documents, settings, task.data_dir))
+        if task.data_dir is not None:
+            tools += [ListFilesTool(task.data_dir), ReadFileTool(task.data_dir, settings)]
+        tools += frozen_search_tools(task.metadata, {tool.name for tool in tools})
+        tools += [PythonTool(settings, task.data_dir), AnswerTool(task)]
+    except Exception:
+        for tool in tools:
+            tool.close()
+        raise
+    return offered(task, tools)
+
+
+def check_kinds(task: Task, supported: Iterable[DataSourceKind]) -> None:
+    unsupported = [f"{s.name!r} ({s.kind})" for s in task.data if s.kind not in set(supported)]
+    if unsupported:
+        raise ToolError(f"unsupported data source(s) for task {task.id}: {', '.join(unsupported)}")
+
+
+def offered(task: Task, tools: list[Tool]) -> list[Tool]:
+    """The tools `task.tools` names (all when it is None), always with the answer tools. The others
+    are not closed: they may share a connection with one that is kept."""
+    return [tool for tool in tools if task.tools is None or tool.name in task.tools or tool.answers]

@@ -1,0 +1,54 @@
+"""The `answer` tool: the agent's final answer, typed by the task's question type.
+
+Choice tasks get an enum of their option letters, so a model constrained by the
+schema (a JSON-schema grammar for the local model) cannot name a letter that does
+not exist. The workflow reads the call's arguments; `run` only acknowledges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compare.prompt import ANSWER_TOOL
+from ..compare.task import QuestionType, Task
+from ..compare.tool import Tool, ToolResult
+
+_DESCRIPTIONS = {
+    QuestionType.SINGLE_CHOICE: "Give the final answer: the letter of the one correct option.",
+    QuestionType.MULTIPLE_CHOICE: "Give the final answer: the letters of all correct options.",
+    QuestionType.REPORT: "Give the final answer: the complete report in Markdown.",
+}
+_DEFAULT_DESCRIPTION = "Give the final answer, as short as the question allows."
+
+
+def _answer_property(task: Task) -> dict[str, Any]:
+    letters = sorted(task.options or {})
+    if task.question_type == QuestionType.SINGLE_CHOICE:
+        return {"type": "string", "enum": letters}
+    if task.question_type == QuestionType.MULTIPLE_CHOICE:
+        return {"type": "array", "items": {"type": "string", "enum": letters}, "minItems": 1, "uniqueItems": True}
+    if task.question_type == QuestionType.REPORT:
+        return {"type": "string", "description": "The report in Markdown."}
+    return {"type": "string"}
+
+
+def answer_schema(task: Task) -> dict[str, Any]:
+    """JSON schema of the `answer` tool's arguments for this task."""
+    return {
+        "type": "object",
+        "properties": {"answer": _answer_property(task)},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+class AnswerTool(Tool):
+    name = ANSWER_TOOL
+    answers = True
+
+    def __init__(self, task: Task) -> None:
+        self.description = _DESCRIPTIONS.get(task.question_type, _DEFAULT_DESCRIPTION)
+        self.parameters = answer_schema(task)
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        return ToolResult(success=True, content="answer recorded", data=arguments["answer"])

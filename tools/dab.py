@@ -1,0 +1,296 @@
+"""The DAB tool profile: the four tools of the official DataAgentBench harness.
+
+- `list_db(db_name)`: the tables (with columns and types) or collections (with the fields
+  seen in their first documents) of one logical database, with row counts.
+- `query_db(db_name, query)`: one read-only query. SQL goes to the backends of
+  compare.tools.sql (their read-only guards and timeouts); a Mongo query is the JSON find or
+  aggregate of compare.mongo (mongomock stands in for MongoDB). The result, up to
+  RESULT_MAX_ROWS rows as a list of row objects, is kept as variable `result_<n>`; the
+  agent reads its name and the rows as JSON, cut to the context budget
+  (`tool_result_max_chars`; the official harness cuts at 10,000 characters).
+- `execute_python(code)`: the sandbox of compare.tools.python_sandbox, with every earlier
+  query result defined as its variable (sent as JSON on the program's stdin).
+- `return_answer(answer)`: ends the task with this answer (`FinalToolCall`). It also answers to
+  `answer`, the name our workflows finish with (and their writers ask for by name), so every
+  workflow finishes on DAB without knowing the profile.
+
+Deliberate differences from the official harness: only query_db results become variables
+(it also keeps list_db and execute_python results), named `result_<n>` (it uses the call
+id); a Mongo find has no default limit (it uses 5) and aggregation pipelines are allowed
+too; execute_python runs under ToolSettings' limits (it allows 600 s in Docker).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bson.decimal128 import Decimal128
+
+from ..compare.task import DataSource, DataSourceKind, Task, ToolCall, answer_from_tool
+from ..compare.tool import FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
+from .files import source_path
+from .mongo import ENGINE, MongoDatabase, MongoQueryError
+from .python_sandbox import PythonTool, run_sandboxed
+from .sql import BACKENDS, Database, Databases, jsonable, quote_identifier
+
+DAB_TOOL_NAMES = ["list_db", "query_db", "execute_python", "return_answer"]
+RESULT_MAX_ROWS = 100_000  # rows kept per query_db result; the context sees far fewer anyway
+
+# main.py of an execute_python run: the agent's code runs with the stored results as globals;
+# a traceback starts at the agent's code ("<code>", its lines quoted), not at this loader.
+LOADER = """import json, linecache, sys, traceback
+_given = json.load(sys.stdin)
+_code = _given["code"]
+linecache.cache["<code>"] = (len(_code), None, _code.splitlines(keepends=True), "<code>")
+try:
+    exec(compile(_code, "<code>", "exec"), {"__name__": "__main__", **_given["variables"]})
+except SystemExit:
+    raise
+except BaseException as error:
+    traceback.print_exception(type(error), error, error.__traceback__.tb_next)
+    sys.exit(1)
+"""
+
+
+def plain(value: Any) -> Any:
+    """A database value as JSON carries it: documents and arrays recursively, scalars as in SQL results."""
+    if isinstance(value, dict):
+        return {str(key): plain(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(inner) for inner in value]
+    if isinstance(value, Decimal128):
+        return jsonable(value.to_decimal())
+    return jsonable(value)
+
+
+def unique_keys(columns: list[str]) -> list[str]:
+    """Column names as row-object keys; a repeated name (`a.id, b.id`) gets `_2`, `_3`... so no value is lost."""
+    keys: list[str] = []
+    for column in columns:
+        key, number = column, 1
+        while key in keys:
+            number += 1
+            key = f"{column}_{number}"
+        keys.append(key)
+    return keys
+
+
+class DabDatabases:
+    """The task's logical databases by name: SQL ones in a shared `Databases`, Mongo ones loaded from dumps."""
+
+    def __init__(self, task: Task, sql: Databases, mongo: dict[str, MongoDatabase]) -> None:
+        self.sql = sql
+        self.mongo = mongo
+        self.names = [s.name for s in task.data if s.name in sql.by_name or s.name in mongo]
+
+    def parameter(self) -> dict[str, Any]:
+        return {"type": "string", "enum": self.names, "description": "Logical database name."}
+
+    def describe(self, name: str) -> tuple[str, dict[str, Any]]:
+        if name in self.mongo:
+            return _describe_mongo(self.mongo[name])
+        return _describe_sql(self.sql.get(name))
+
+    def query(self, name: str, query: str) -> tuple[list[dict[str, Any]], bool]:
+        """The result rows as objects, and whether rows beyond RESULT_MAX_ROWS exist."""
+        if name in self.mongo:
+            try:
+                result = self.mongo[name].query(query, RESULT_MAX_ROWS)
+            except MongoQueryError as error:
+                raise ToolError(str(error)) from error
+            return plain(result.documents), result.more
+        result = self.sql.get(name).query(query, RESULT_MAX_ROWS)
+        if not result.columns:
+            raise ToolError("the statement returned no result set; send one SELECT query")
+        keys = unique_keys(result.columns)
+        return [dict(zip(keys, plain(row), strict=True)) for row in result.rows], result.more
+
+    def close(self) -> None:  # idempotent: list_db and query_db share it, and each closes it
+        self.sql.close()
+        for database in self.mongo.values():
+            database.close()
+        self.mongo = {}
+
+
+def _describe_sql(database: Database) -> tuple[str, dict[str, Any]]:
+    tables = []
+    for table in database.tables():
+        count = database.query(f"SELECT COUNT(*) FROM {table.sql_name}", 1).rows[0][0]
+        columns = [{"name": quote_identifier(n), "type": t} for n, t in database.columns(table)]
+        tables.append({"name": table.sql_name, "rows": count, "columns": columns})
+    lines = [f"{database.name} ({database.kind}): {len(tables)} table(s)"]
+    lines += [f"  {t['name']} — {t['rows']} rows: {_listing(t['columns'])}" for t in tables]
+    return "\n".join(lines), {"kind": str(database.kind), "tables": tables}
+
+
+def _describe_mongo(database: MongoDatabase) -> tuple[str, dict[str, Any]]:
+    collections = []
+    for name in database.collections():
+        fields = [{"name": f, "type": " | ".join(types)} for f, types in database.fields(name).items()]
+        collections.append({"name": name, "documents": database.count(name), "fields": fields})
+    lines = [f"{database.name} (mongo, served by {ENGINE}): {len(collections)} collection(s)"]
+    lines += [f"  {c['name']} — {c['documents']} documents: {_listing(c['fields'])}" for c in collections]
+    return "\n".join(lines), {"kind": "mongo", "collections": collections}
+
+
+def _listing(columns: list[dict[str, str]]) -> str:
+    return ", ".join(f"{c['name']} {c['type']}" for c in columns)
+
+
+class ResultStore:
+    """The query results an agent can use in execute_python, by variable name."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, rows: list[dict[str, Any]]) -> str:
+        name = f"result_{len(self.variables) + 1}"
+        self.variables[name] = rows
+        return name
+
+
+# ---------------------------------------------------------------- tools
+
+
+class ListDbTool(Tool):
+    name = "list_db"
+    description = "List the tables (with columns and types) or collections (with fields) of one database."
+
+    def __init__(self, databases: DabDatabases) -> None:
+        self.databases = databases
+        self.parameters = {
+            "type": "object",
+            "properties": {"db_name": databases.parameter()},
+            "required": ["db_name"],
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        content, data = self.databases.describe(arguments["db_name"])
+        return ToolResult(success=True, content=content, data=data)
+
+    def close(self) -> None:
+        self.databases.close()
+
+
+class QueryDbTool(Tool):
+    name = "query_db"
+    description = (
+        "Run one read-only query on one database. SQL databases take one SELECT/WITH query. Mongo databases "
+        'take a JSON object: a find {"collection": C, "filter": {...}, "projection": {...}, "sort": {"field": -1}, '
+        '"limit": n} or an aggregation {"collection": C, "pipeline": [...]}. The result is stored as a variable '
+        "(its name is returned) that execute_python can use."
+    )
+
+    def __init__(self, databases: DabDatabases, store: ResultStore) -> None:
+        self.databases = databases
+        self.store = store
+        self.parameters = {
+            "type": "object",
+            "properties": {
+                "db_name": databases.parameter(),
+                "query": {"type": "string", "description": "SQL text, or a Mongo query as JSON text."},
+            },
+            "required": ["db_name", "query"],
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        rows, more = self.databases.query(arguments["db_name"], arguments["query"])
+        variable = self.store.add(rows)
+        cut = f", cut at {RESULT_MAX_ROWS}: more rows exist, aggregate in the query" if more else ""
+        content = f"stored as variable {variable} ({len(rows)} rows{cut}):\n{to_json(rows)}"
+        return ToolResult(success=True, content=content, data={"variable": variable, "rows": rows}, truncated=more)
+
+    def close(self) -> None:
+        self.databases.close()
+
+
+class DabPythonTool(PythonTool):
+    """execute_python with the stored query results as variables."""
+
+    def __init__(self, settings: ToolSettings, store: ResultStore) -> None:
+        super().__init__(settings)
+        self.store = store
+        self.description = (
+            "Run a Python program in a fresh sandbox and get its stdout and stderr; print what you need. "
+            "The results of earlier query_db calls are defined as variables (result_1, result_2, ...: "
+            f"lists of row objects). No network, {settings.python_timeout_s:g}s and "
+            f"{settings.python_memory_mb} MB limits; nothing else persists between calls."
+        )
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        given = json.dumps({"code": arguments["code"], "variables": self.store.variables}, ensure_ascii=False)
+        run = run_sandboxed(
+            LOADER,
+            timeout_s=self.settings.python_timeout_s,
+            memory_mb=self.settings.python_memory_mb,
+            stdin=given.encode(),
+        )
+        out, err = (run.stdout, run.stdout_truncated), (run.stderr, run.stderr_truncated)
+        return self._result(run.exit_status, run.timed_out, out, err)
+
+
+class ReturnAnswerTool(Tool):
+    name = "return_answer"
+    description = "Give the final answer and end the task; call it once, when you know the answer."
+    answers = True
+    aliases = ("answer",)
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.parameters = {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "description": "The final answer."}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        call = ToolCall(name=self.name, arguments=arguments)
+        raise FinalToolCall(call, answer_from_tool(self.task, arguments), note="recorded as the final answer")
+
+
+# ---------------------------------------------------------------- the profile
+
+
+def dab_tools(task: Task, settings: ToolSettings) -> list[Tool]:
+    """list_db, query_db, execute_python and return_answer over the task's SQL and Mongo databases.
+    Closing list_db or query_db closes the databases."""
+    databases = Databases([s for s in task.data if s.kind in BACKENDS], settings, task.data_dir)
+    try:
+        shared = DabDatabases(task, databases, open_mongo(task))
+    except Exception:
+        databases.close()
+        raise
+    store = ResultStore()
+    return [ListDbTool(shared), QueryDbTool(shared, store), DabPythonTool(settings, store), ReturnAnswerTool(task)]
+
+
+def open_mongo(task: Task) -> dict[str, MongoDatabase]:
+    """The task's Mongo databases, each loaded from its mongodump folder."""
+    opened: dict[str, MongoDatabase] = {}
+    try:
+        for source in task.data:
+            if source.kind == DataSourceKind.MONGO:
+                opened[source.name] = _load_mongo(task, source)
+    except Exception:
+        for database in opened.values():
+            database.close()
+        raise
+    return opened
+
+
+def _load_mongo(task: Task, source: DataSource) -> MongoDatabase:
+    folder = source_path(source, task.data_dir)
+    try:
+        return MongoDatabase(source.name, folder, _dump_db_name(task, source.name))
+    except (OSError, ValueError) as error:  # bson.InvalidBSON is a ValueError too
+        raise ToolError(f"database {source.name!r}: cannot load the mongodump at {folder}: {error}") from error
+
+
+def _dump_db_name(task: Task, name: str) -> str | None:
+    """The database name in the dump, from DAB's db_config (mongodump nests collections under it)."""
+    client = task.metadata.get("db_config", {}).get("db_clients", {}).get(name, {})
+    return client.get("db_name") if isinstance(client, dict) else None

@@ -1,0 +1,659 @@
+"""Read-only SQL over a task's databases: `get_schema_info` and `execute_sql`.
+
+Each logical database is a `Database` backend (SQLite, DuckDB, PostgreSQL). Writes are
+refused in layers, because one layer can have gaps:
+
+- SQLite: a `mode=ro` URI, `PRAGMA query_only=ON`, and an authorizer that allows
+  only reads, selects, functions, recursive CTEs and a few read-only PRAGMAs.
+- DuckDB: `read_only=True` with external access, extension loading and
+  configuration changes disabled, plus a statement-type check by DuckDB's own
+  parser and by sqlglot (DuckDB's read-only mode still allows TEMP tables, SET,
+  INSTALL...).
+- PostgreSQL (a server URL; compare.postgres restores DAB's dumps into one): the session
+  defaults to read-only transactions, every query runs in `BEGIN READ ONLY` and is rolled
+  back (so not even a `set_config` outlives it), the statement must be a prepared single
+  SELECT/WITH/VALUES/TABLE/EXPLAIN/SHOW that sqlglot also reads as one read, and
+  `statement_timeout` bounds it. The throw-away cluster adds a reader role without write
+  privileges.
+
+Every query has a row cap, a byte cap on the rendered text and a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import re
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, ClassVar
+
+import duckdb
+import psycopg
+import sqlglot
+from psycopg.types.string import TextLoader
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+from ..compare.task import DataSource, DataSourceKind
+from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from .files import source_path
+
+SAMPLE_ROWS = 2
+SAMPLE_CELL_CHARS = 60
+READ_ONLY_HINT = "the database is read-only; only single SELECT/WITH queries are allowed"
+
+_SAFE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# DuckDB's reserved words are a superset of what SQLite needs quoting for; quoting a
+# non-reserved word is harmless in every dialect we serve.
+_RESERVED = Dialect.get_or_raise("duckdb").generator_class.RESERVED_KEYWORDS
+
+
+def quote_identifier(name: str) -> str:
+    """The identifier as an agent must write it, e.g. `"Sales Orders"`."""
+    if _SAFE_IDENTIFIER.fullmatch(name) and name.lower() not in _RESERVED:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    more: bool  # rows beyond the cap exist
+
+
+@dataclass
+class TableInfo:
+    schema: str | None  # None for the default schema
+    name: str
+    is_view: bool = False
+
+    @property
+    def sql_name(self) -> str:
+        parts = [self.schema, self.name] if self.schema else [self.name]
+        return ".".join(quote_identifier(p) for p in parts)
+
+
+# ---------------------------------------------------------------- statement checks
+
+_READ_NODES = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values, exp.Describe, exp.Show, exp.Summarize, exp.Pivot)
+_WRITE_NODES = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter, exp.Copy)
+_READ_COMMANDS = {"DESCRIBE", "SHOW", "SUMMARIZE"}  # forms sqlglot only knows as opaque commands
+_EXPLAIN = re.compile(r"\s*EXPLAIN(\s+ANALY[SZ]E)?\s+", re.IGNORECASE)
+
+
+def leading_keyword(sql: str) -> str:
+    match = re.search(r"[A-Za-z]+", re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.S))
+    return match.group(0).upper() if match else "empty"
+
+
+def check_read_statement(sql: str, dialect: str) -> None:
+    """Refuse anything but one read statement, as sqlglot parses it.
+
+    A ParseError passes: sqlglot does not know every dialect's syntax, and each backend
+    has its own authoritative guard (DuckDB's parser, SQLite's authorizer).
+    """
+    explain = _EXPLAIN.match(sql)
+    if explain:  # sqlglot has no EXPLAIN; check the statement explained
+        sql = sql[explain.end() :]
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except sqlglot.errors.SqlglotError:
+        return
+    if len(statements) > 1:
+        raise ToolError(f"refused: {len(statements)} statements in one call; send one query per call")
+    if not statements:
+        raise ToolError("empty query")
+    statement = statements[0]
+    if isinstance(statement, exp.Command):
+        allowed = str(statement.this).upper() in _READ_COMMANDS
+    else:
+        allowed = isinstance(statement, _READ_NODES)
+    # A read at the top can still hide a write, e.g. Postgres' `WITH x AS (DELETE ...)`.
+    if not allowed or statement.find(*_WRITE_NODES):
+        raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
+
+
+# ---------------------------------------------------------------- backends
+
+
+class Database(ABC):
+    """One logical database opened read-only; queries are serialized by a lock.
+
+    Subclasses connect in `__init__`; each reads `source.location` its own way (a file
+    relative to the task's data folder here, a connection URL for a server database).
+    """
+
+    kind: ClassVar[DataSourceKind]
+
+    def __init__(self, source: DataSource, base_dir: Path | None, timeout_s: float) -> None:
+        self.name = source.name
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+
+    def query(self, sql: str, max_rows: int) -> QueryResult:
+        with self._lock:
+            return self._query(sql, max_rows)
+
+    @abstractmethod
+    def _query(self, sql: str, max_rows: int) -> QueryResult:
+        """Check the statement, run it under the timeout, fetch at most max_rows (+1 to see more)."""
+
+    @abstractmethod
+    def tables(self) -> list[TableInfo]: ...
+
+    @abstractmethod
+    def columns(self, table: TableInfo) -> list[tuple[str, str]]:
+        """(name, type) of each column."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def quote(self, name: str) -> str:
+        """An identifier (column, table) as the agent must write it in SQL."""
+        return quote_identifier(name)
+
+    def _timed_out(self) -> ToolError:
+        return ToolError(f"query cancelled after the {self.timeout_s:g}s timeout; simplify it or add a LIMIT")
+
+
+def database_file(source: DataSource, base_dir: Path | None) -> Path:
+    path = source_path(source, base_dir)
+    if not path.is_file():
+        raise ToolError(f"database {source.name!r}: file not found: {path}")
+    return path.resolve()
+
+
+_SQLITE_ACTIONS = (  # noqa: SIM905 - a word list reads better than 33 quoted strings
+    "CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW "
+    "CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE DROP_TEMP_TRIGGER "
+    "DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ SELECT TRANSACTION UPDATE ATTACH DETACH "
+    "ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE"
+).split()
+_SQLITE_ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{a}"): a for a in _SQLITE_ACTIONS}
+_SQLITE_READ_ACTIONS = {sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+# PRAGMAs that only describe the schema; their argument is a table or index name.
+_SQLITE_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
+
+
+class SqliteDatabase(Database):
+    kind = DataSourceKind.SQLITE
+
+    def __init__(self, source: DataSource, base_dir: Path | None, timeout_s: float) -> None:
+        super().__init__(source, base_dir, timeout_s)
+        self._denied: str | None = None
+        self._deadline = 0.0
+        self._interrupted = False
+        # autocommit (isolation_level=None): the driver never opens a transaction itself
+        uri = database_file(source, base_dir).as_uri() + "?mode=ro"
+        self._con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        self._con.execute("PRAGMA query_only=ON")
+        self._con.set_authorizer(self._authorize)
+        self._con.set_progress_handler(self._progress, 10_000)
+
+    def _authorize(self, action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action in _SQLITE_READ_ACTIONS or (action == sqlite3.SQLITE_PRAGMA and arg1 in _SQLITE_READ_PRAGMAS):
+            return sqlite3.SQLITE_OK
+        if self._denied is None:
+            parts = [_SQLITE_ACTION_NAMES.get(action, str(action)), arg1, arg2 and f"= {arg2}"]
+            self._denied = " ".join(p for p in parts if p)
+        return sqlite3.SQLITE_DENY
+
+    def _progress(self) -> int:
+        self._interrupted = time.monotonic() > self._deadline
+        return int(self._interrupted)  # non-zero aborts the running statement
+
+    def _query(self, sql: str, max_rows: int) -> QueryResult:
+        self._denied, self._interrupted = None, False
+        self._deadline = time.monotonic() + self.timeout_s
+        cursor = self._con.cursor()
+        try:
+            cursor.execute(sql)
+            columns = [d[0] for d in cursor.description or []]
+            rows = cursor.fetchmany(max_rows + 1)
+        except sqlite3.ProgrammingError as error:
+            if "one statement at a time" in str(error):
+                raise ToolError("refused: multiple statements in one call; send one query per call") from error
+            raise ToolError(f"SQL error: {error}") from error
+        except sqlite3.DatabaseError as error:
+            raise self._explain(sql, error) from error
+        finally:
+            cursor.close()
+        return QueryResult(columns, rows[:max_rows], len(rows) > max_rows)
+
+    def _explain(self, sql: str, error: sqlite3.DatabaseError) -> ToolError:
+        if self._interrupted:
+            return self._timed_out()
+        if self._denied is not None or "readonly" in str(error):
+            denied = f" (SQLite authorizer denied: {self._denied})" if self._denied else ""
+            return ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}{denied}")
+        return ToolError(f"SQL error: {error}")
+
+    def tables(self) -> list[TableInfo]:
+        sql = "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'"
+        rows = self.query(sql + " ORDER BY name", 10_000).rows
+        return [TableInfo(None, name, kind == "view") for name, kind in rows]
+
+    def columns(self, table: TableInfo) -> list[tuple[str, str]]:
+        rows = self.query(f"PRAGMA table_info({quote_identifier(table.name)})", 10_000).rows
+        return [(row[1], row[2] or "ANY") for row in rows]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+_DUCKDB_READ_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_DUCKDB_CONFIG = {
+    "enable_external_access": False,  # no files, URLs, ATTACH, COPY or Python replacement scans
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,  # refuses SET / PRAGMA x=y
+}
+
+
+class DuckDbDatabase(Database):
+    kind = DataSourceKind.DUCKDB
+
+    def __init__(self, source: DataSource, base_dir: Path | None, timeout_s: float) -> None:
+        super().__init__(source, base_dir, timeout_s)
+        path = database_file(source, base_dir)
+        self._con = duckdb.connect(str(path), read_only=True, config=dict(_DUCKDB_CONFIG))
+
+    def _check(self, sql: str) -> None:
+        try:
+            statements = self._con.extract_statements(sql)
+        except duckdb.Error as error:
+            raise ToolError(f"SQL error: {error}") from error
+        if not statements:
+            raise ToolError("empty query")
+        if len(statements) > 1:
+            raise ToolError(f"refused: {len(statements)} statements in one call; send one query per call")
+        if statements[0].type not in _DUCKDB_READ_TYPES:
+            raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
+        check_read_statement(sql, "duckdb")
+
+    def _query(self, sql: str, max_rows: int) -> QueryResult:
+        self._check(sql)
+        timer = threading.Timer(self.timeout_s, self._con.interrupt)
+        timer.start()
+        try:
+            self._con.execute(sql)
+            columns = [d[0] for d in self._con.description or []]
+            rows = self._con.fetchmany(max_rows + 1)
+        except duckdb.InterruptException as error:
+            raise self._timed_out() from error
+        except duckdb.Error as error:
+            raise ToolError(f"SQL error: {error}") from error
+        finally:
+            timer.cancel()
+            self._abort_pending()
+        return QueryResult(columns, rows[:max_rows], len(rows) > max_rows)
+
+    def _abort_pending(self) -> None:
+        # DuckDB >= 2 streams results and refuses new work until an unfinished one is aborted.
+        abort = getattr(self._con, "abort", None)
+        if abort is not None:
+            with contextlib.suppress(duckdb.Error):
+                abort()
+
+    def tables(self) -> list[TableInfo]:
+        sql = (
+            "SELECT table_schema, table_name, table_type FROM information_schema.tables "
+            "WHERE table_catalog = current_database() ORDER BY table_schema <> 'main', table_schema, table_name"
+        )
+        rows = self.query(sql, 10_000).rows
+        return [TableInfo(None if s == "main" else s, n, t == "VIEW") for s, n, t in rows]
+
+    def columns(self, table: TableInfo) -> list[tuple[str, str]]:
+        sql = (
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+            f"AND table_schema = {_literal(table.schema or 'main')} AND table_name = {_literal(table.name)} "
+            "ORDER BY ordinal_position"
+        )
+        return [(name, kind) for name, kind in self.query(sql, 10_000).rows]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# DECLARE ... CURSOR (a server-side cursor, so the row cap bounds what is transferred) takes
+# only these; EXPLAIN and SHOW results are small and are fetched whole.
+_PG_CURSOR_KEYWORDS = {"SELECT", "WITH", "VALUES", "TABLE"}
+_PG_READ_KEYWORDS = _PG_CURSOR_KEYWORDS | {"EXPLAIN", "SHOW"}
+_PG_REFUSED = (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege)
+_PG_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_$]*")  # unquoted names fold to lower case
+_PG_CONNECT_TIMEOUT_S = 10
+
+
+@dataclass
+class PostgresTableInfo(TableInfo):
+    quoted: str = ""  # quoting depends on the server's keywords, known to the database only
+
+    @property
+    def sql_name(self) -> str:
+        return self.quoted
+
+
+class PostgresDatabase(Database):
+    """A database on a PostgreSQL server; `source.location` is its postgresql:// URL.
+
+    Tables are those of every non-system schema (`public` shown unqualified). The schema
+    tool's row counts are exact COUNT(*)s, as for the other backends: DAB's tables are small,
+    and `pg_class.reltuples` is only an estimate (and -1 before the first ANALYZE).
+    """
+
+    kind = DataSourceKind.POSTGRES
+
+    def __init__(self, source: DataSource, base_dir: Path | None, timeout_s: float) -> None:
+        super().__init__(source, base_dir, timeout_s)
+        options = f"-c default_transaction_read_only=on -c statement_timeout={max(1, round(timeout_s * 1000))}"
+        try:
+            self._con = psycopg.connect(
+                postgres_url(source), autocommit=True, options=options, connect_timeout=_PG_CONNECT_TIMEOUT_S
+            )
+        except psycopg.Error as error:
+            raise ToolError(f"database {source.name!r}: cannot connect: {error}") from error
+        for json_type in ("json", "jsonb"):  # the JSON text, not a Python dict's repr
+            self._con.adapters.register_loader(json_type, TextLoader)
+        reserved = self._run("SELECT word FROM pg_get_keywords() WHERE catcode <> 'U'", None, 10_000).rows
+        self._reserved = {word for (word,) in reserved}
+
+    def _query(self, sql: str, max_rows: int) -> QueryResult:
+        check_read_statement(sql, "postgres")
+        if leading_keyword(sql) not in _PG_READ_KEYWORDS:  # sqlglot lets what it cannot parse pass
+            raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
+        return self._run(sql, None, max_rows)
+
+    def _run(self, sql: str, params: Sequence[Any] | None, max_rows: int) -> QueryResult:
+        try:
+            self._con.execute("BEGIN READ ONLY")
+            if leading_keyword(sql) in _PG_CURSOR_KEYWORDS:
+                with self._con.cursor(name="agent_query") as cursor:
+                    cursor.execute(sql, params)  # DECLARE: one statement only
+                    rows = cursor.fetchmany(max_rows + 1)
+                    columns = [d.name for d in cursor.description or []]
+            else:
+                with self._con.cursor() as cursor:
+                    cursor.execute(sql, params, prepare=True)  # prepared: the server refuses several statements
+                    rows = cursor.fetchmany(max_rows + 1) if cursor.description else []
+                    columns = [d.name for d in cursor.description or []]
+        except psycopg.errors.QueryCanceled as error:
+            raise self._timed_out() from error
+        except _PG_REFUSED as error:
+            raise ToolError(f"refused by PostgreSQL: {_pg_message(error)} ({READ_ONLY_HINT})") from error
+        except psycopg.Error as error:
+            raise ToolError(f"SQL error: {_pg_message(error)}") from error
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                self._con.execute("ROLLBACK")
+        return QueryResult(columns, rows[:max_rows], len(rows) > max_rows)
+
+    def quote(self, name: str) -> str:
+        if _PG_IDENTIFIER.fullmatch(name) and name not in self._reserved:
+            return name
+        return '"' + name.replace('"', '""') + '"'
+
+    def tables(self) -> list[TableInfo]:
+        sql = (
+            "SELECT n.nspname, c.relname, c.relkind IN ('v', 'm') FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition "
+            "AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%' "
+            "ORDER BY n.nspname <> 'public', n.nspname, c.relname"
+        )
+        return [self._table(schema, name, view) for schema, name, view in self._run(sql, None, 10_000).rows]
+
+    def _table(self, schema: str, name: str, is_view: bool) -> TableInfo:
+        shown_schema = None if schema == "public" else schema  # public: the default search_path
+        parts = [shown_schema, name] if shown_schema else [name]
+        return PostgresTableInfo(shown_schema, name, is_view, quoted=".".join(self.quote(p) for p in parts))
+
+    def columns(self, table: TableInfo) -> list[tuple[str, str]]:
+        sql = (
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+        )
+        return [(name, kind) for name, kind in self._run(sql, (table.schema or "public", table.name), 10_000).rows]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def _pg_message(error: psycopg.Error) -> str:
+    """The server's message and hint, without psycopg's quote of the statement (which shows
+    our DECLARE wrapper rather than the agent's query)."""
+    parts = [error.diag.message_primary or str(error), error.diag.message_detail, error.diag.message_hint]
+    return "; ".join(part for part in parts if part)
+
+
+def postgres_url(source: DataSource) -> str:
+    location = source.location or ""
+    if location.startswith(("postgresql://", "postgres://")):
+        return location
+    if location.endswith(".sql"):
+        raise ToolError(
+            f"database {source.name!r} is a pg_dump file ({location}), not a server: restore it first "
+            "with compare.postgres.prepare_postgres (a local throw-away server, or --postgres-url)"
+        )
+    raise ToolError(f"database {source.name!r}: expected a postgresql:// URL, got {location!r}")
+
+
+BACKENDS: dict[DataSourceKind, type[Database]] = {
+    DataSourceKind.SQLITE: SqliteDatabase,
+    DataSourceKind.DUCKDB: DuckDbDatabase,
+    DataSourceKind.POSTGRES: PostgresDatabase,
+}
+
+
+class Databases:
+    """The task's logical databases by name, shared by the schema and SQL tools."""
+
+    def __init__(self, sources: list[DataSource], settings: ToolSettings, base_dir: Path | None = None) -> None:
+        self.settings = settings
+        self.by_name: dict[str, Database] = {}
+        try:
+            for source in sources:
+                self.by_name[source.name] = self._open(source, base_dir)
+        except Exception:
+            self.close()
+            raise
+
+    def _open(self, source: DataSource, base_dir: Path | None) -> Database:
+        backend = BACKENDS.get(source.kind)
+        if backend is None:
+            raise ToolError(f"data source {source.name!r}: {source.kind} databases are not supported")
+        return backend(source, base_dir, self.settings.sql_timeout_s)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.by_name)
+
+    def get(self, name: str | None) -> Database:
+        if name is None:
+            if len(self.by_name) == 1:
+                return next(iter(self.by_name.values()))
+            raise ToolError(f"several databases: pass `database`, one of {', '.join(self.by_name)}")
+        if name not in self.by_name:
+            raise ToolError(f"unknown database {name!r}; available: {', '.join(self.by_name)}")
+        return self.by_name[name]
+
+    def database_parameter(self) -> dict[str, Any]:
+        return {"type": "string", "enum": self.names, "description": "Logical database name."}
+
+    def close(self) -> None:
+        for database in self.by_name.values():
+            database.close()
+        self.by_name = {}
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def jsonable(value: Any) -> Any:
+    """A cell value as JSON can carry it (Decimal -> float, bytes/dates -> text)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(bytes(value))} bytes>"
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(jsonable(value))
+
+
+def render_table(columns: list[str], rows: Sequence[Sequence[Any]], max_bytes: int) -> tuple[str, int]:
+    """CSV text with a header, cut before max_bytes; returns the text and how many rows it holds."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    size, shown = len(out.getvalue().encode()), 0
+    for row in rows:
+        line = io.StringIO()
+        csv.writer(line, lineterminator="\n").writerow([_cell(v) for v in row])
+        encoded = len(line.getvalue().encode())
+        if size + encoded > max_bytes:
+            break
+        out.write(line.getvalue())
+        size += encoded
+        shown += 1
+    return out.getvalue(), shown
+
+
+# ---------------------------------------------------------------- tools
+
+
+class SqlTool(Tool):
+    name = "execute_sql"
+
+    def __init__(self, databases: Databases, settings: ToolSettings) -> None:
+        self.databases = databases
+        self.settings = settings
+        self.description = (
+            "Run one read-only SQL query (SELECT/WITH) and get the result as CSV. "
+            f"At most {settings.sql_max_rows} rows are returned; aggregate or add LIMIT for large results. "
+            'Quote identifiers with spaces in double quotes, e.g. "Sales Orders".'
+        )
+        properties: dict[str, Any] = {
+            "sql": {"type": "string", "description": "One SQL query."},
+            "database": databases.database_parameter(),
+        }
+        required = ["sql"] if len(databases.names) == 1 else ["sql", "database"]
+        self.parameters = {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        database = self.databases.get(arguments.get("database"))
+        result = database.query(arguments["sql"], self.settings.sql_max_rows)
+        if not result.columns:
+            raise ToolError("the statement returned no result set; send one SELECT query")
+        text, shown = render_table(result.columns, result.rows, self.settings.sql_max_bytes)
+        truncated = result.more or shown < len(result.rows)
+        if truncated:
+            more = f"at least {len(result.rows) + 1}" if result.more else str(len(result.rows))
+            text += f"[truncated: showing {shown} of {more} rows; more rows exist — aggregate or add LIMIT]\n"
+        elif not result.rows:
+            text += "(0 rows)\n"
+        rows = [[jsonable(v) for v in row] for row in result.rows[:shown]]
+        return ToolResult(
+            success=True, content=text, data={"columns": result.columns, "rows": rows}, truncated=truncated
+        )
+
+    def close(self) -> None:
+        self.databases.close()
+
+
+class SchemaTool(Tool):
+    name = "get_schema_info"
+
+    def __init__(self, databases: Databases, settings: ToolSettings) -> None:
+        self.databases = databases
+        self.settings = settings
+        self.description = (
+            "Describe the databases: tables with quoted names as SQL needs them, columns and types, "
+            "row counts and sample rows. Pass `table` to describe one table."
+        )
+        self.parameters = {
+            "type": "object",
+            "properties": {
+                "database": databases.database_parameter(),
+                "table": {"type": "string", "description": "One table to describe (default: all)."},
+            },
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: dict[str, Any]) -> ToolResult:
+        name = arguments.get("database")
+        databases = [self.databases.get(name)] if name else list(self.databases.by_name.values())
+        sections, data = [], {}
+        for database in databases:
+            tables = _select_tables(database, arguments.get("table"))
+            infos = [self._describe(database, table) for table in tables]
+            sections.append(_render_database(database, infos))
+            data[database.name] = {"kind": str(database.kind), "tables": infos}
+        return ToolResult(success=True, content="\n\n".join(sections), data=data)
+
+    def _describe(self, database: Database, table: TableInfo) -> dict[str, Any]:
+        count = database.query(f"SELECT COUNT(*) FROM {table.sql_name}", 1).rows[0][0]
+        sample = database.query(f"SELECT * FROM {table.sql_name} LIMIT {SAMPLE_ROWS}", SAMPLE_ROWS)
+        return {
+            "name": table.sql_name,
+            "view": table.is_view,
+            "row_count": count,
+            "columns": [{"name": database.quote(n), "type": t} for n, t in database.columns(table)],
+            "sample_columns": sample.columns,
+            "sample_rows": [[jsonable(v) for v in row] for row in sample.rows],
+        }
+
+    def close(self) -> None:
+        self.databases.close()
+
+
+def _select_tables(database: Database, wanted: str | None) -> list[TableInfo]:
+    tables = database.tables()
+    if wanted is None:
+        return tables
+    key = wanted.strip().lower()
+    found = [t for t in tables if key in (t.name.lower(), t.sql_name.lower())]
+    if not found:
+        names = ", ".join(t.sql_name for t in tables)
+        raise ToolError(f"no table {wanted!r} in database {database.name!r}; tables: {names}")
+    return found
+
+
+def _render_database(database: Database, infos: list[dict[str, Any]]) -> str:
+    lines = [f"database {database.name} ({database.kind}): {len(infos)} table(s)"]
+    for info in infos:
+        kind = "view" if info["view"] else "table"
+        lines.append(f"\n{kind} {info['name']} — {info['row_count']} rows")
+        lines.append("  columns: " + ", ".join(f"{c['name']} {c['type']}" for c in info["columns"]))
+        if info["sample_rows"]:
+            short = [[_short(v) for v in row] for row in info["sample_rows"]]
+            text, _ = render_table(info["sample_columns"], short, 10_000)
+            lines.append("  sample rows:\n" + "\n".join("    " + line for line in text.splitlines()))
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > SAMPLE_CELL_CHARS:
+        return value[: SAMPLE_CELL_CHARS - 1] + "…"
+    return value
