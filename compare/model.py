@@ -121,7 +121,7 @@ class CallContext(BaseModel):
     task_id: str
     system: str
     model: str
-    phase: Phase
+    phase: Phase  # the phase the call is made in; a reply that calls an answer tool makes it GENERATE
     agent: str | None = None
 
 

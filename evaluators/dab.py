@@ -2,7 +2,7 @@
 
 Official check. Each DAB query ships `validate.py` with `validate(llm_output) -> (bool, str)`.
 It is benchmark code we did not write, so it runs in the same sandbox as the `execute_python`
-tool (`compare.tools.python_sandbox.run_sandboxed`: fresh folder, stripped environment,
+tool (`tools/python_sandbox.py`, `run_sandboxed`: fresh folder, stripped environment,
 no network, no subprocesses, CPU/memory/file-size limits, wall-clock timeout). The answer
 goes in on stdin as JSON; the verdict comes back as JSON on the original stdout, while the
 validator's own prints are sent to stderr (DAB validators print). The validator's folder and

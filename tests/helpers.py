@@ -43,6 +43,7 @@ from data_agent_compare.compare import (
     Task,
     ToolEnvironment,
     ToolSettings,
+    ToolSpec,
     Trace,
     TraceRecorder,
     create_benchmark,
@@ -135,6 +136,18 @@ def run_task(
     record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
     trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
     return record, trace, manifest.model_dump(mode="json")
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]] | list[str]) -> Path:
+    """A JSON Lines file of these rows (strings are written as they are, e.g. broken lines)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def by_id(tasks: list[Task]) -> dict[str, Task]:
+    return {task.id: task for task in tasks}
 
 
 def load_tasks(benchmark: str, path: str | Path | None = None, **options: Any) -> list[Task]:
@@ -322,3 +335,15 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             pass  # keep test output quiet
 
     return Handler
+
+
+# What the model tests send: an OpenRouter-shaped key, one SQL tool, a two-message question, and the
+# responses recorded from OpenRouter.
+KEY = "sk-or-v1-test-0123456789abcdef"
+SQL_TOOL = ToolSpec(
+    name="sql_query",
+    description="Run a read-only SQL query.",
+    parameters={"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
+)
+QUESTION = [Message(role="system", content="You answer questions."), Message(role="user", content="How many orders?")]
+RECORDED = load_recorded(FIXTURES / "openrouter_responses.jsonl")

@@ -3,12 +3,12 @@
 - `list_db(db_name)`: the tables (with columns and types) or collections (with the fields
   seen in their first documents) of one logical database, with row counts.
 - `query_db(db_name, query)`: one read-only query. SQL goes to the backends of
-  compare.tools.sql (their read-only guards and timeouts); a Mongo query is the JSON find or
-  aggregate of compare.mongo (mongomock stands in for MongoDB). The result, up to
+  tools/sql.py (their read-only guards and timeouts); a Mongo query is the JSON find or
+  aggregate of tools/mongo.py (mongomock stands in for MongoDB). The result, up to
   RESULT_MAX_ROWS rows as a list of row objects, is kept as variable `result_<n>`; the
   agent reads its name and the rows as JSON, cut to the context budget
   (`tool_result_max_chars`; the official harness cuts at 10,000 characters).
-- `execute_python(code)`: the sandbox of compare.tools.python_sandbox, with every earlier
+- `execute_python(code)`: the sandbox of tools/python_sandbox.py, with every earlier
   query result defined as its variable (sent as JSON on the program's stdin).
 - `return_answer(answer)`: ends the task with this answer (`FinalToolCall`). It also answers to
   `answer`, the name our workflows finish with (and their writers ask for by name), so every

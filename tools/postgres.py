@@ -3,7 +3,7 @@
 DAB ships its PostgreSQL databases as plain pg_dump files. `prepare_postgres` restores each
 dump once per run, into the server the user names (`--postgres-url`) or into a
 `PostgresCluster` started for the run, and rewrites the tasks' data sources to
-`postgresql://` URLs that `compare.tools.sql.PostgresDatabase` opens read-only.
+`postgresql://` URLs that `tools/sql.py`'s `PostgresDatabase` opens read-only.
 
 The throw-away cluster listens on 127.0.0.1 only, on a free port, with its data and unix
 socket in a private temporary folder. Two roles with generated passwords: an admin (the

@@ -6,8 +6,8 @@ nothing is hand-typed. Choice options are the real answer plus distractors drawn
 of the same result (or from a stated distractor query), shuffled with a seed derived from the
 question text, so adding a task never reshuffles the others.
 
-    python -m tasks.bundled.generate          # rewrite tasks.jsonl
-    python -m tasks.bundled.generate --check  # exit 1 if tasks.jsonl is out of date
+    python -m data_agent_compare.tasks.bundled.generate          # rewrite tasks.jsonl
+    python -m data_agent_compare.tasks.bundled.generate --check  # exit 1 if tasks.jsonl is out of date
 """
 
 from __future__ import annotations
@@ -1590,7 +1590,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
         if current != fresh:
-            print(f"{OUTPUT} is out of date; run: python -m tasks.bundled.generate", file=sys.stderr)
+            print(f"{OUTPUT} is out of date; run: python -m data_agent_compare.tasks.bundled.generate", file=sys.stderr)
             return 1
         print(f"{OUTPUT} is up to date ({len(SPECS)} tasks)")
         return 0

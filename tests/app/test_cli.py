@@ -187,3 +187,48 @@ def test_tasks_command_reports_every_bad_dabstep_line(tmp_path):
         (str(broken), 3, "question"),
         (str(broken), 4, "level"),
     ]
+
+
+def test_report_refuses_a_run_log_from_a_newer_suite_naming_both_versions(tmp_path, scripted_model):
+    import json
+
+    from data_agent_compare.app.runner import execute
+    from data_agent_compare.compare.runlog import RUN_LOG_SCHEMA_VERSION
+    from data_agent_compare.providers.scripted import tool_call_message
+
+    from helpers import load_tasks, make_plan
+
+    model = scripted_model(lambda request, context: tool_call_message("answer", {"answer": "A"}))
+    plan = make_plan(tmp_path, load_tasks("bundled")[:1], model, ["tool_use"])
+    execute(plan)
+    rebuilt = runner.invoke(app, ["report", str(plan.run_dir)])
+    assert rebuilt.exit_code == 0 and (plan.run_dir / "summary.md").exists()
+
+    manifest = json.loads((plan.run_dir / "manifest.json").read_text())
+    manifest["schema_version"] = RUN_LOG_SCHEMA_VERSION + 7
+    (plan.run_dir / "manifest.json").write_text(json.dumps(manifest))
+    refused = runner.invoke(app, ["report", str(plan.run_dir)])
+    assert refused.exit_code == 2
+    assert f"schema version {RUN_LOG_SCHEMA_VERSION + 7}" in refused.output
+    assert f"up to {RUN_LOG_SCHEMA_VERSION}" in refused.output and "Traceback" not in refused.output
+
+
+def test_report_of_a_folder_that_is_not_a_run_exits_2(tmp_path):
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "is not a run directory" in result.output
+
+
+def test_listings_of_what_is_registered():
+    import json
+
+    systems = {row["name"]: row for row in json.loads(runner.invoke(app, ["systems", "--json"]).output)}
+    assert systems["tool_use"]["kind"] == "workflow" and systems["planning_static"]["kind"] == "workflow-variant"
+    assert systems["tool_use"]["from"] == "built-in" and systems["reflection"]["description"]
+
+    benchmarks = {row["name"]: row for row in json.loads(runner.invoke(app, ["benchmarks", "--json"]).output)}
+    assert benchmarks["bundled"]["needs --tasks-path"] == "no" and benchmarks["dab"]["needs --tasks-path"] == "yes"
+    assert benchmarks["dabstep"]["scorers"] == "dabstep, tool_success"
+
+    models = {row["alias"]: row for row in json.loads(runner.invoke(app, ["models", "--json"]).output)}
+    assert models["gpt-5"]["provider"] == "openrouter" and models["gpt-5"]["model id"] == "openai/gpt-5"
+    assert models["gpt-5"]["$/Mtok"] == "1.25 in / 10 out" and models["local"]["provider"] == "local"

@@ -14,7 +14,7 @@ MODEL_LATENCY_S = 4.0
 
 
 def compare(*flags: str) -> list[str]:
-    return [sys.executable, "-m", "compare", "--models", "openai-compatible:m", *flags]
+    return [sys.executable, "-m", "data_agent_compare.app", "--models", "openai-compatible:m", *flags]
 
 
 @pytest.mark.slow  # two real `compare` processes and a slow fake model: ~50 s

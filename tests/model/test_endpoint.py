@@ -36,16 +36,17 @@ from data_agent_compare.providers.openai_http import OpenRouterProvider
 from data_agent_compare.providers.openai_protocol import message_to_openai
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 
-from helpers import FIXTURES, FakeOpenAIServer, load_recorded, load_tasks, make_plan, registered_system
-
-KEY = "sk-or-v1-test-0123456789abcdef"
-RECORDED = load_recorded(FIXTURES / "openrouter_responses.jsonl")
-SQL_TOOL = ToolSpec(
-    name="sql_query",
-    description="Run a read-only SQL query.",
-    parameters={"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
+from helpers import (
+    KEY,
+    QUESTION,
+    RECORDED,
+    SQL_TOOL,
+    FakeOpenAIServer,
+    load_tasks,
+    make_plan,
+    registered_system,
 )
-QUESTION = [Message(role="system", content="You answer questions."), Message(role="user", content="How many orders?")]
+
 CONFIG = ModelConfig(alias="scripted-model", provider="scripted", model_id="scripted/v1")
 
 

@@ -16,7 +16,6 @@ from data_agent_compare.compare.model import (
     ModelError,
     ModelProvider,
     Price,
-    ToolSpec,
 )
 from data_agent_compare.compare.task import ToolCall
 from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
@@ -24,24 +23,17 @@ from data_agent_compare.providers.openai_http import OpenAIHTTPProvider, OpenRou
 from data_agent_compare.providers.openai_protocol import message_from_openai, message_to_openai
 
 from helpers import (
-    FIXTURES,
+    KEY,
+    QUESTION,
+    RECORDED,
+    SQL_TOOL,
     FakeOpenAIServer,
     error_in_body,
     error_response,
-    load_recorded,
     text_response,
     tool_call_response,
     usage,
 )
-
-KEY = "sk-or-v1-test-0123456789abcdef"
-RECORDED = load_recorded(FIXTURES / "openrouter_responses.jsonl")
-SQL_TOOL = ToolSpec(
-    name="sql_query",
-    description="Run a read-only SQL query.",
-    parameters={"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
-)
-QUESTION = [Message(role="system", content="You answer questions."), Message(role="user", content="How many orders?")]
 
 
 @pytest.fixture

@@ -21,13 +21,12 @@ from data_agent_compare.tools.postgres import (
     PostgresError,
     PostgresUnavailable,
     filter_dump,
-    find_bin_dir,
     prepare_postgres,
     restore_dump,
 )
 from data_agent_compare.tools.sql import Databases, PostgresDatabase
 
-from helpers import FIXTURES
+from helpers import FIXTURES, postgres_bin_dir_or_skip
 
 DAB = FIXTURES / "dab" / "query_bookreview"
 DUMP = DAB / "query_dataset" / "books_info.sql"
@@ -72,15 +71,6 @@ def dump_rows(path: Path) -> list[list[str]]:
     start = next(i for i, line in enumerate(lines) if line.startswith("COPY "))
     end = lines.index("\\.", start)
     return [line.split("\t") for line in lines[start + 1 : end]]
-
-
-def postgres_bin_dir_or_skip() -> Path:
-    try:
-        return find_bin_dir()
-    except PostgresUnavailable as missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI installs PostgreSQL, yet: {missing}")
-        pytest.skip(f"no PostgreSQL server binaries on this machine: {missing}")
 
 
 @pytest.fixture(scope="session")

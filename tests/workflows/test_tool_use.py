@@ -83,3 +83,29 @@ def test_a_model_call_cut_by_the_wall_time_budget_ends_with_time_limit(tmp_path)
     record = json.loads((plan.run_dir / "results.jsonl").read_text())
     assert record["status"] == "time_limit"
     assert 1.0 <= record["latency_s"] < 2.5
+
+
+def test_the_call_after_a_failed_tool_call_is_a_retry(tmp_path, scripted_model):
+    """The shared phase rules: after a failed tool call, the next model call (and the tools it runs)
+    redo a step: RETRY; the call that answers is GENERATE."""
+    task = first_choice_task()
+
+    def fails_then_fixes(request: ModelRequest, context: CallContext) -> Message:
+        step = steps_taken(request)
+        if step == 0:
+            return tool_call_message("execute_sql", {"sql": "SELECT nothing FROM nowhere"}, "call_0")
+        if step == 1:
+            return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM Customers"}, "call_1")
+        return tool_call_message("answer", {"answer": task.gold.answer[0]}, "call_2")
+
+    record, trace = run_one(tmp_path, scripted_model, fails_then_fixes, task)
+    steps = [(s["kind"], s["phase"], s.get("success")) for s in trace["steps"]]
+    assert steps == [
+        ("model_call", "decision", True),
+        ("tool_call", "execute", False),
+        ("model_call", "retry", True),
+        ("tool_call", "retry", True),
+        ("model_call", "generate", True),
+        ("tool_call", "generate", True),
+    ]
+    assert record["latency_by_phase"]["retry"]["model_calls"] == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -15,23 +14,12 @@ from data_agent_compare.tasks.dab import build_sqlite_from_jsonl, load_dab
 
 from helpers import FIXTURES
 
-GORILLA = FIXTURES / "dbgorilla" / "queries-sample.json"
 DAB = FIXTURES / "dab"
 BOOKREVIEW = DAB / "query_bookreview"
 REVIEW_DB = "query_dataset/review_query.db"
 REVIEW_JSONL = "origin_dataset/review_query_remapped.json"
 REVIEW_COLUMNS = ["rating", "title", "text", "review_time", "helpful_vote", "verified_purchase", "purchase_id"]
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 123456\n"
-
-
-def gorilla_records() -> list[dict]:
-    return json.loads(GORILLA.read_text(encoding="utf-8"))
-
-
-def write_records(tmp_path: Path, records: list) -> Path:
-    path = tmp_path / "queries.json"
-    path.write_text(json.dumps(records), encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -43,9 +31,6 @@ def bookreview(tmp_path: Path) -> Path:
     for query in ("query1", "query2", "query3"):
         shutil.copy(BOOKREVIEW / query / "query.json", folder / query / "query.json")
     return folder
-
-
-# ---------------------------------------------------------------- DBGorilla
 
 
 def test_dab_bookreview_tasks():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,6 @@ from data_agent_compare.tasks.dbgorilla import load_dbgorilla, query_database_sp
 from helpers import FIXTURES
 
 GORILLA = FIXTURES / "dbgorilla" / "queries-sample.json"
-DAB = FIXTURES / "dab"
-BOOKREVIEW = DAB / "query_bookreview"
-REVIEW_DB = "query_dataset/review_query.db"
-REVIEW_JSONL = "origin_dataset/review_query_remapped.json"
-REVIEW_COLUMNS = ["rating", "title", "text", "review_time", "helpful_vote", "verified_purchase", "purchase_id"]
-LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 123456\n"
 
 
 def gorilla_records() -> list[dict]:
@@ -31,20 +24,6 @@ def write_records(tmp_path: Path, records: list) -> Path:
     path = tmp_path / "queries.json"
     path.write_text(json.dumps(records), encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def bookreview(tmp_path: Path) -> Path:
-    """A writable copy of the bookreview dataset, without the big data files unless a test adds them."""
-    folder = tmp_path / "query_bookreview"
-    shutil.copytree(BOOKREVIEW, folder, ignore=shutil.ignore_patterns("books_info.sql", "*.json"))
-    (folder / "query_dataset" / "books_info.sql").write_text("-- stand-in dump\n", encoding="utf-8")
-    for query in ("query1", "query2", "query3"):
-        shutil.copy(BOOKREVIEW / query / "query.json", folder / query / "query.json")
-    return folder
-
-
-# ---------------------------------------------------------------- DBGorilla
 
 
 def test_dbgorilla_sample_task_fields():

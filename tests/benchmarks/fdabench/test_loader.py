@@ -14,10 +14,9 @@ from data_agent_compare.compare import TaskLoadError
 from data_agent_compare.compare.task import DataSourceKind, EdgeType, QuestionType, Task
 from data_agent_compare.tasks.fdabench import DB_ROOT_ENV, load_fdabench
 
-from helpers import FIXTURES, environment
+from helpers import FIXTURES, by_id, environment, write_jsonl
 
 FDA = FIXTURES / "fdabench"
-DABSTEP = FIXTURES / "dabstep"
 REGIONAL_SALES = FIXTURES / "regional_sales.sqlite"
 FDA_FILES = ("test_singlechoice.jsonl", "test_multichoice.jsonl", "test_report.jsonl")
 LITERAL_FIELDS = ("tools_available", "options", "correct_answer", "gold_subtasks")
@@ -29,17 +28,6 @@ def records(name: str) -> list[dict[str, Any]]:
 
 def record(task_id: str) -> dict[str, Any]:
     return next(r for name in FDA_FILES for r in records(name) if r["task_id"] == task_id)
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]] | list[str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def by_id(tasks: list[Task]) -> dict[str, Task]:
-    return {task.id: task for task in tasks}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,119 @@
+"""The run log: typed and versioned, written by one writer, read by one reader that refuses what a
+newer suite wrote and still reads what an older one wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from data_agent_compare.compare import Budgets, ModelConfig, Trace
+from data_agent_compare.compare.runlog import (
+    RUN_LOG_SCHEMA_VERSION,
+    Manifest,
+    ResultRecord,
+    RunLogError,
+    RunLogWriter,
+    read_run,
+)
+
+
+def manifest() -> Manifest:
+    model = ModelConfig(alias="m", provider="scripted", model_id="m")
+    return Manifest(
+        suite_version="0.1.0",
+        started_at="2026-11-23T00:00:00.000+00:00",
+        config={"epochs": 1},
+        models=[model],
+        budgets=Budgets(),
+        systems={"tool_use": {"name": "tool_use"}},
+        benchmark="bundled",
+        task_ids=["T1"],
+        units=1,
+    )
+
+
+def record(**fields) -> ResultRecord:
+    data = {
+        "task_id": "T1",
+        "benchmark": "bundled",
+        "system": "tool_use",
+        "model": "m",
+        "epoch": 1,
+        "question_type": "factoid",
+        "status": "completed",
+        "answer": {"text": "42"},
+        "scores": {"exact_match": 1.0},
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+        "latency_s": 0.5,
+        "latency_by_phase": {"decision": {"latency_s": 0.4, "model_calls": 1}, "other": {"latency_s": 0.1}},
+        "model_calls": 1,
+        "tool_calls": [{"tool": "answer", "success": True, "duration_s": 0.0}],
+        "trace_file": "traces/tool_use/m/T1.json",
+        **fields,
+    }
+    return ResultRecord.model_validate(data)
+
+
+def write_run(run_dir: Path) -> None:
+    writer = RunLogWriter(run_dir)
+    writer.write_manifest(manifest())
+    writer.append(record(), Trace(task_id="T1", system="tool_use", model="m"))
+    writer.close()
+
+
+def test_written_and_read_back_unchanged(tmp_path):
+    write_run(tmp_path)
+    run = read_run(tmp_path)
+    assert run.manifest == manifest() and run.records == [record()] and run.warnings == []
+    assert run.records[0].schema_version == RUN_LOG_SCHEMA_VERSION
+    assert json.loads((tmp_path / "manifest.json").read_text())["schema_version"] == RUN_LOG_SCHEMA_VERSION
+    assert run.trace(run.records[0]).task_id == "T1"
+
+
+@pytest.mark.parametrize("where", ["manifest.json", "results.jsonl"])
+def test_a_newer_schema_is_refused_naming_both_versions(tmp_path, where):
+    write_run(tmp_path)
+    path = tmp_path / where
+    data = json.loads(path.read_text())
+    data["schema_version"] = RUN_LOG_SCHEMA_VERSION + 1
+    path.write_text(json.dumps(data) + ("\n" if where.endswith("jsonl") else ""))
+    with pytest.raises(RunLogError) as refused:
+        read_run(tmp_path)
+    message = str(refused.value)
+    assert f"schema version {RUN_LOG_SCHEMA_VERSION + 1}" in message
+    assert f"up to {RUN_LOG_SCHEMA_VERSION}" in message and where in message
+
+
+def test_a_run_directory_written_before_versioning_reads_as_version_1(tmp_path):
+    write_run(tmp_path)
+    for name in ("manifest.json", "results.jsonl"):
+        data = json.loads((tmp_path / name).read_text())
+        del data["schema_version"]
+        (tmp_path / name).write_text(json.dumps(data) + "\n")
+    run = read_run(tmp_path)
+    assert run.manifest.schema_version == 1 and run.records[0].schema_version == 1
+
+
+def test_a_record_with_a_bad_field_names_its_line_and_field(tmp_path):
+    write_run(tmp_path)
+    with (tmp_path / "results.jsonl").open("a") as results:
+        results.write(json.dumps({**record().model_dump(mode="json"), "latency_s": "slow"}) + "\n")
+    with pytest.raises(RunLogError, match=r"results.jsonl:2: field 'latency_s'"):
+        read_run(tmp_path)
+
+
+def test_a_line_cut_by_a_crash_is_a_warning_and_the_writer_drops_it(tmp_path):
+    write_run(tmp_path)
+    results = tmp_path / "results.jsonl"
+    results.write_text(results.read_text() + '{"task_id": "T2", "benc')
+    run = read_run(tmp_path)
+    assert len(run.records) == 1 and "results.jsonl:2" in run.warnings[0]
+    RunLogWriter(tmp_path).close()  # resuming: the fragment goes, the finished record stays
+    assert read_run(tmp_path).warnings == [] and len(read_run(tmp_path).records) == 1
+
+
+def test_a_folder_without_a_manifest_is_not_a_run(tmp_path):
+    with pytest.raises(RunLogError, match="is not a run directory"):
+        read_run(tmp_path)
