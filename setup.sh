@@ -36,13 +36,26 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
-# DataAgentBench's PostgreSQL databases are restored into a throw-away local server at run time.
+# Debian packages: the PostgreSQL server (DataAgentBench's PostgreSQL databases are restored into a
+# throw-away local server at run time) and bubblewrap (the sandbox of model-written Python).
+packages=()
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  packages+=(postgresql)
+fi
+if ! command -v bwrap >/dev/null 2>&1; then
+  packages+=(bubblewrap)
+fi
+if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing the PostgreSQL server (apt-get install postgresql)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    echo "setup: installing ${packages[*]} (apt-get install)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
   else
-    echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2
+    for package in "${packages[@]}"; do
+      case $package in
+        postgresql) echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2 ;;
+        bubblewrap) echo "setup: note: bubblewrap (bwrap) not found; execute_python refuses to run without it: 'apt-get install bubblewrap' (or pass --unsafe-python)" >&2 ;;
+      esac
+    done
   fi
 fi
 echo "setup: ready (.venv/bin/compare)"

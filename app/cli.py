@@ -6,14 +6,17 @@
     compare tasks / score             validate a benchmark / score predictions made elsewhere
     compare systems / benchmarks / models    what is registered
 
-Exit status: 0 done; 1 some task ended with status "error" (or, for `score`, a bad record);
-2 bad configuration or input (nothing was run); 130 interrupted (results so far are kept).
+Exit status: 0 done; 1 some task ended with status "error" or "infra_error" (for `score`: a bad
+record); 2 bad configuration or input (nothing was run); 74 the run directory could not be written
+(a full disk, a read-only folder); 130 interrupted by Ctrl-C; 143 stopped by SIGTERM. Results so far
+are kept in every case, and `compare --resume --out DIR` finishes the run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -27,17 +30,29 @@ from rich.table import Table
 from ..compare.benchmark import BENCHMARKS, Benchmark, BenchmarkError, TaskLoadError, TaskLoadErrors, create_benchmark
 from ..compare.model import PROVIDERS
 from ..compare.registry import RegistryError
-from ..compare.runlog import ResultRecord, RunLogError, read_records, read_run
+from ..compare.runlog import ResultRecord, RunLogError, read_records, read_run, redact_credentials
 from ..compare.scorer import score
 from ..compare.system import SYSTEMS
 from ..compare.task import Task
 from ..reports import markdown, pairwise, rich_table, summarize
 from .config import ConfigError, load_model_table, load_plugins, load_run_config
-from .runner import RunPlan, execute, plan_run, resumed_config
+from .runner import RunPlan, RunWriteError, execute, plan_run, resumed_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
 console = Console(stderr=True)
 output = Console()
+
+EXIT_WRITE_FAILED = 74  # sysexits' EX_IOERR
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so the run stops as on Ctrl-C (manifest `interrupted`)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -45,7 +60,8 @@ def _split(value: str | None) -> list[str] | None:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    text = redact_credentials(message).replace("[", "\\[")  # a message is text, not Rich markup
+    console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -76,6 +92,10 @@ def main_command(
     plugin: Annotated[
         list[str] | None, typer.Option(help="A module or .py file that registers systems etc. (repeatable).")
     ] = None,
+    unsafe_python: Annotated[
+        bool | None,
+        typer.Option("--unsafe-python", help="Where bubblewrap cannot run, run model-written Python unsandboxed."),
+    ] = None,
     max_steps: Annotated[int | None, typer.Option(help="Budget: model calls per task.")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Budget: tokens per task.")] = None,
     wall_time: Annotated[float | None, typer.Option(help="Budget: seconds per task.")] = None,
@@ -105,11 +125,15 @@ def main_command(
         "api_key_env": api_key_env,
         "plugins": plugin or None,
         "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
+        "tools": {"unsafe_python": True} if unsafe_python else None,
     }
     try:
         if resume and not out:
             raise ConfigError("--resume needs --out DIR (the run directory to finish)")
-        run_config = resumed_config(out, postgres_url) if resume and out else load_run_config(config, overrides)
+        if resume and out:
+            run_config = resumed_config(out, postgres_url=postgres_url, base_url=base_url)
+        else:
+            run_config = load_run_config(config, overrides)
         if resume:
             load_plugins(run_config.plugins)
         plan = plan_run(run_config)
@@ -125,7 +149,7 @@ def _run(plan: RunPlan, resume: bool) -> int:
         f" × {plan.config.epochs} epochs = {units} units → {plan.run_dir}",
         highlight=False,
     )
-    for warning in plan.benchmark.warnings(plan.tasks):
+    for warning in [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan)]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     try:
         already = len(read_records(plan.run_dir)[0]) if resume else 0
@@ -141,36 +165,61 @@ def _run(plan: RunPlan, resume: bool) -> int:
             description = f"{record.system}/{record.model} {record.task_id} {record.status}{mark}"
             progress.update(bar, advance=1, description=description)
 
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             execute(plan, on_result=on_result, resume=resume)
         except (ConfigError, RunLogError) as problem:
             raise fail(str(problem)) from None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RunWriteError) as stop:
             progress.stop()
-            console.print(
-                f"interrupted; results so far are in {plan.run_dir}. Finish with: "
-                f"compare --resume --out {plan.run_dir}",
-                highlight=False,
-            )
-            sys.stderr.flush()
-            os._exit(130)  # threads still inside a model call would otherwise keep the process alive
+            _stop(plan, stop)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     records = _write_summary(plan.run_dir)
-    errors = sum(r.status == "error" for r in records)
+    errors = sum(r.status in ("error", "infra_error") for r in records)
     if errors:
         console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
     return 1 if errors else 0
 
 
-def _write_summary(run_dir: Path) -> list[ResultRecord]:
+def _sandbox_warnings(plan: RunPlan) -> list[str]:
+    """Said before the run: model-written Python will be refused, or will run without a sandbox."""
+    from ..tools.python_sandbox import refusal, sandbox_mode, sandbox_problem
+
+    mode = sandbox_mode(plan.config.tools)
+    if mode == "unavailable":
+        return [refusal(sandbox_problem() or "")]
+    if mode == "unsafe":
+        return [f"model-written Python runs WITHOUT a sandbox (--unsafe-python): {sandbox_problem()}"]
+    return []
+
+
+def _stop(plan: RunPlan, stop: BaseException) -> None:
+    """One line on how the run stopped and how to finish it; exit without joining threads that may
+    still be inside a model call."""
+    finish = f"results so far are in {plan.run_dir}. Finish with: compare --resume --out {plan.run_dir}"
+    if isinstance(stop, RunWriteError):
+        console.print(f"error: {stop}; {finish}", highlight=False, soft_wrap=True, markup=False)
+        code = EXIT_WRITE_FAILED
+    else:
+        why = "stopped by SIGTERM" if isinstance(stop, Terminated) else "interrupted"
+        console.print(f"{why}; {finish}", highlight=False, soft_wrap=True, markup=False)
+        code = EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> list[ResultRecord]:
     try:
         run = read_run(run_dir)
     except RunLogError as problem:
         raise fail(str(problem)) from None
     for warning in run.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-    rows = summarize(run.records)
+    counting = {"infra_errors_as_failures": infra_errors_as_failures}
+    rows = summarize(run.records, **counting)
     extra = _benchmark_lines(run.manifest.benchmark, run.records)
-    summary = markdown(rows, run.manifest, pairwise(run.records), run.records, extra)
+    summary = markdown(rows, run.manifest, pairwise(run.records, **counting), run.records, extra, **counting)
     (run_dir / "summary.md").write_text(summary, encoding="utf-8")
     output.print(rich_table(rows))
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
@@ -186,9 +235,15 @@ def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
 
 
 @app.command("report")
-def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    infra_errors_as_failures: Annotated[
+        bool,
+        typer.Option(help="Count provider failures as failures in the quality means (default: left out, counted)."),
+    ] = False,
+) -> None:
     """Rebuild summary.md of a run directory from its run log and print the table."""
-    _write_summary(run_dir)
+    _write_summary(run_dir, infra_errors_as_failures)
 
 
 def _benchmark(name: str, path: Path | None) -> Benchmark:
@@ -217,6 +272,8 @@ def tasks_command(
         raise typer.Exit(2) from None
     except (BenchmarkError, OSError) as problem:
         raise fail(str(problem)) from None
+    if not loaded:
+        raise fail(f"the {benchmark} benchmark" + (f" at {path}" if path else "") + " has no tasks")
     report = {
         "benchmark": benchmark,
         "tasks": len(loaded),
@@ -247,39 +304,63 @@ def score_command(
     tasks: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
     predictions: Annotated[Path, typer.Option(help="JSONL of predictions made elsewhere.")] = Path("predictions.jsonl"),
     out: Annotated[Path | None, typer.Option(help="Write one JSON line of metrics per prediction here.")] = None,
+    rule: Annotated[
+        str | None, typer.Option(help="An earlier revision of the official scoring rule (see compare benchmarks).")
+    ] = None,
 ) -> None:
     """Score predictions produced elsewhere with the benchmark's official rules.
 
-    Exit status 1 when any prediction record could not be read (the others are still scored)."""
+    Each row is written to --out as soon as it is scored. Exit status 1 when any prediction record
+    could not be read or scored (the others are still scored and written)."""
     from ..evaluators.predictions import PredictionError, read_predictions
 
     bench = _benchmark(benchmark, tasks)
-    if not predictions.exists():
+    scorers = _scorers_of(bench, rule)
+    if not predictions.is_file():
         raise fail(f"predictions file not found: {predictions}")
     try:
         by_id = {task.id: task for task in bench.load()}
     except (BenchmarkError, OSError) as problem:  # a TaskLoadError names file, line and field
         raise fail(str(problem)) from None
     rows, scored, bad = [], [], 0
+    sink = out.open("w", encoding="utf-8") if out is not None else None
     try:
         for item in read_predictions(predictions, bench, by_id):
             if isinstance(item, PredictionError):
                 bad += 1
-                console.print(f"[red]bad record:[/red] {item}", highlight=False, soft_wrap=True)
+                console.print(f"bad record: {item}", highlight=False, soft_wrap=True, markup=False)
                 continue
             task, answer, trace = item
-            rows.append({"task_id": task.id, **score(task, answer, trace, bench.scorers)})
+            sheet = score(task, answer, trace, scorers)
+            row = {"task_id": task.id, **sheet.scores, **({"scoring_error": sheet.error} if sheet.error else {})}
+            if sheet.error:
+                bad += 1
+                console.print(f"scorer failed on {task.id}: {sheet.error}", highlight=False, markup=False)
+            if sink is not None:
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()
+            rows.append(row)
             scored.append((task, answer))
-    except BenchmarkError as problem:  # this benchmark reads no prediction files
+    except BenchmarkError as problem:  # this benchmark reads no prediction files, or none were given
         raise fail(str(problem)) from None
-    if out is not None:
-        out.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    finally:
+        if sink is not None:
+            sink.close()
     output.print(_metric_table(rows))
     aggregate = bench.aggregate(scored)
     if aggregate:
         output.print(_aggregate_table(f"{benchmark} aggregate metrics", aggregate))
     console.print(f"{len(rows)} predictions scored, {bad} bad record(s)", highlight=False)
     raise typer.Exit(1 if bad else 0)
+
+
+def _scorers_of(bench: Benchmark, rule: str | None) -> tuple[str, ...]:
+    if rule is None:
+        return bench.scorers
+    if rule not in bench.rules:
+        known = ", ".join(bench.rules) or "none"
+        raise fail(f"the {bench.name} benchmark has no scoring rule {rule!r}; earlier revisions: {known}")
+    return bench.rules[rule]
 
 
 def _metric_table(rows: list[dict[str, Any]]) -> Table:
@@ -353,10 +434,10 @@ def benchmarks_command(
     """The registered benchmarks: name, description, scorers, whether --tasks-path is needed."""
     _plugins(plugin)
     rows = [
-        [name, cls.summary(), ", ".join(cls.scorers), "yes" if cls.needs_path else "no", origin]
+        [name, cls.summary(), ", ".join(cls.scorers), ", ".join(cls.rules), "yes" if cls.needs_path else "no", origin]
         for name, cls, origin in _registered(BENCHMARKS)
     ]
-    columns = ["name", "description", "scorers", "needs --tasks-path", "from"]
+    columns = ["name", "description", "scorers", "earlier rules", "needs --tasks-path", "from"]
     _listing("Benchmarks (--benchmark NAME)", columns, rows, as_json)
 
 

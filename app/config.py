@@ -73,6 +73,11 @@ def read_yaml(path: Path | None = None, *, shipped: str | None = None) -> dict[s
         data = yaml.safe_load(text)
     except FileNotFoundError as missing:
         raise ConfigError(f"config file not found: {source}") from missing
+    except UnicodeDecodeError as bad:
+        byte = bad.object[bad.start]
+        raise ConfigError(f"{source}: not UTF-8 text: byte 0x{byte:02x} at offset {bad.start}") from bad
+    except OSError as bad:
+        raise ConfigError(f"{source}: cannot be read: {bad.strerror or bad}") from bad
     except yaml.YAMLError as bad:
         raise ConfigError(f"{source}: not valid YAML: {bad}") from bad
     if data is None:
@@ -143,9 +148,14 @@ def load_model_table(path: Path | None = None) -> dict[str, ModelConfig]:
     data = read_yaml(path, shipped="models.yaml")
     source = str(path) if path else "configs/models.yaml"
     table: dict[str, ModelConfig] = {}
-    for alias, entry in (data.get("models") or {}).items():
+    models = data.get("models") or {}
+    if not isinstance(models, dict):
+        raise ConfigError(f"{source}: field 'models': expected a mapping of model aliases")
+    for alias, entry in models.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: model {alias!r}: expected a mapping (provider, model_id, ...), got {entry!r}")
         try:
-            table[alias] = ModelConfig.model_validate({"alias": alias, **(entry or {})})
+            table[alias] = ModelConfig.model_validate({"alias": alias, **entry})
         except ValidationError as invalid:
             error = invalid.errors()[0]
             field = ".".join(map(str, error["loc"]))

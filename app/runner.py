@@ -10,7 +10,6 @@ none of them.
 from __future__ import annotations
 
 import platform
-import re
 import subprocess
 import time
 import traceback
@@ -31,6 +30,7 @@ from ..compare.runlog import (
     GitRevision,
     Manifest,
     ResultRecord,
+    RunLogError,
     RunLogWriter,
     ToolCallSummary,
     UnitKey,
@@ -44,11 +44,17 @@ from ..compare.tool import FinalToolCall, ToolEnvironment
 from ..compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
+from ..tools.python_sandbox import sandbox_mode
 from .config import ConfigError, RunConfig, missing_api_keys, resolve_models
 
 
 class MissingKeyError(ConfigError):
     """A model needs an API key that is not set."""
+
+
+class RunWriteError(Exception):
+    """The run directory could not be written (a full disk, a read-only folder): the run stopped.
+    What was written is kept; `--resume` finishes the run once the cause is fixed."""
 
 
 @dataclass(frozen=True)
@@ -121,20 +127,32 @@ def _system_list(requested: list[str]) -> list[str]:
 
 
 def _select_tasks(config: RunConfig, benchmark: Benchmark) -> list[Task]:
+    """The benchmark's tasks the configuration selects; a selection of nothing is an error, never an
+    empty run that "completes"."""
     try:
         tasks = benchmark.load()
     except (BenchmarkError, OSError) as bad:  # validated before any model call
         raise ConfigError(str(bad)) from bad
+    where = f"{config.benchmark}" + (f" ({config.tasks_path})" if config.tasks_path else "")
+    if not tasks:
+        raise ConfigError(f"the {where} benchmark has no tasks")
     if config.task_ids:
         known = {t.id for t in tasks}
         unknown = [t for t in config.task_ids if t not in known]
         if unknown:
             raise ConfigError(f"unknown task ids for {config.benchmark}: {', '.join(unknown)}")
         tasks = [t for t in tasks if t.id in set(config.task_ids)]
-    if config.levels:
-        tasks = [t for t in tasks if t.level in set(config.levels)]
-    if config.question_types:
-        tasks = [t for t in tasks if t.question_type.value in set(config.question_types)]
+    for setting, values, value_of in (
+        ("--level", config.levels, lambda t: t.level),
+        ("--question-type", config.question_types, lambda t: t.question_type.value),
+    ):
+        if values:
+            present = sorted({str(value_of(t)) for t in tasks})
+            unknown = [v for v in values if v not in present]
+            if unknown:
+                chosen, known = ", ".join(unknown), ", ".join(present)
+                raise ConfigError(f"{setting} {chosen} selects no task of {where}; present: {known}")
+            tasks = [t for t in tasks if value_of(t) in set(values)]
     return tasks[: config.limit] if config.limit else tasks
 
 
@@ -157,12 +175,9 @@ def run_unit(
     answer = _answer(unit, plan, recorder, endpoint)
     trace = recorder.finish(answer.status, answer.error)
     judge, judge_recorder = _judge_for(task, plan.judge, unit.system)
-    try:
-        scores, scoring_error = score(task, answer, trace, plan.benchmark.scorers, judge), None
-    except Exception as failure:  # a scorer bug must not lose the answer that was paid for
-        scores, scoring_error = {}, f"{type(failure).__name__}: {failure}"
+    sheet = score(task, answer, trace, plan.benchmark.scorers, judge)  # a failing scorer scores its metrics 0
     judge_trace = judge_recorder.finish("completed") if judge_recorder else None
-    record = _result_record(unit, answer, trace, scores, scoring_error, judge_trace)
+    record = _result_record(unit, answer, trace, sheet.scores, sheet.error, judge_trace)
     return record, trace, judge_trace
 
 
@@ -192,13 +207,21 @@ def _answer(unit: Unit, plan: RunPlan, recorder: TraceRecorder, endpoint: Endpoi
         answer = final.answer
     except BudgetExceeded as limit:
         answer = Answer(status=limit.status, error=str(limit))
-    except ModelError as failure:
-        answer = Answer(status="error", error=f"model error: {failure}")
+    except ModelError as failure:  # the provider failed after its retries: not the system's fault
+        answer = Answer(status="infra_error", error=f"model error: {failure}")
     except Exception as failure:  # a system bug ends this task, not the run; the trace keeps the stack
-        answer = Answer(status="error", error=f"{type(failure).__name__}: {failure}\n{traceback.format_exc(limit=8)}")
+        status = "infra_error" if _last_model_call_failed(recorder.trace) else "error"
+        answer = Answer(status=status, error=f"{type(failure).__name__}: {failure}\n{traceback.format_exc(limit=8)}")
     finally:
         env.close()
     return _with_budget_status(answer, recorder.stopped_by)
+
+
+def _last_model_call_failed(trace: Trace) -> bool:
+    """A system that fails right after a failed model call (a framework given the endpoint's 502)
+    failed because of the provider."""
+    calls = trace.model_calls
+    return bool(calls) and not calls[-1].success
 
 
 def _with_budget_status(answer: Answer, stopped_by: BudgetExceeded | None) -> Answer:
@@ -264,13 +287,6 @@ def git_revision() -> GitRevision:
         return GitRevision()
 
 
-def _redacted(config: dict[str, Any]) -> dict[str, Any]:
-    """The configuration without secrets: a password inside a server URL never reaches the run directory."""
-    if config.get("postgres_url"):
-        config["postgres_url"] = re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", config["postgres_url"])
-    return config
-
-
 def _judge_description(judge: ModelConfig | None) -> dict[str, Any] | None:
     if judge is None:
         return None
@@ -284,7 +300,7 @@ def build_manifest(plan: RunPlan) -> Manifest:
         python=platform.python_version(),
         platform=platform.platform(),
         started_at=utc_now(),
-        config=_redacted(plan.config.model_dump(mode="json")),
+        config=plan.config.model_dump(mode="json"),  # credentials are redacted by the writer
         models=plan.models,
         budgets=plan.config.budgets,
         systems={name: system.describe() for name, system in plan.systems.items()},
@@ -292,22 +308,27 @@ def build_manifest(plan: RunPlan) -> Manifest:
         benchmark=plan.config.benchmark,
         task_ids=[t.id for t in plan.tasks],
         units=len(plan.tasks) * len(plan.systems) * len(plan.models) * plan.config.epochs,
+        python_sandbox=sandbox_mode(plan.config.tools),
     )
 
 
-def resumed_config(out: str, postgres_url: str | None = None) -> RunConfig:
-    """The configuration recorded in the run's manifest (its server password, redacted there,
-    must be given again with `postgres_url`)."""
+def resumed_config(out: str, **given: str | None) -> RunConfig:
+    """The configuration recorded in the run's manifest. URLs whose passwords the manifest redacted
+    (`postgres_url`, `base_url`) must be given again (`given`)."""
     try:
         recorded = read_manifest(Path(out)).config | {"out": out}
-    except Exception as problem:  # RunLogError: not a run directory, or a newer schema
+    except RunLogError as problem:  # not a run directory, corrupt, or a newer schema
         raise ConfigError(f"nothing to resume: {problem}") from problem
-    if postgres_url:
-        recorded["postgres_url"] = postgres_url
+    for setting, value in given.items():
+        if value:
+            recorded[setting] = value
+        elif "***" in str(recorded.get(setting) or ""):
+            flag = "--" + setting.replace("_", "-")
+            raise ConfigError(f"the run's {flag} had a password, which the manifest does not keep: give {flag} again")
     try:
         return RunConfig.model_validate(recorded)
     except ValueError as invalid:
-        raise ConfigError(f"{out}: the recorded configuration is not valid: {invalid}") from invalid
+        raise ConfigError(f"{out}/manifest.json: the recorded configuration is not valid: {invalid}") from invalid
 
 
 # ---------------------------------------------------------------- executing a plan
@@ -329,6 +350,7 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
     manifest = read_manifest(plan.run_dir) if resume and (plan.run_dir / MANIFEST_FILE).exists() else None
     manifest = manifest or build_manifest(plan)
     manifest.status, manifest.resumed_at = "running", utc_now() if resume else None
+    manifest.python_sandbox = sandbox_mode(plan.config.tools)
     try:
         writer = RunLogWriter(plan.run_dir)
         writer.write_manifest(manifest)
@@ -337,16 +359,19 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
         manifest.model_load_s = _prepare_models(plan)
         _run_pending(plan, pending, writer, on_result, endpoint.open_session)
         manifest.status = "completed"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
         manifest.status = "interrupted"
         raise
+    except OSError as failure:  # the run directory cannot be written: stop, keep what is there
+        manifest.status = "failed"
+        why = failure.strerror or str(failure)
+        raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
     finally:
         endpoint.stop()
         plan.benchmark.close()
         if writer is not None:
             manifest.finished_at = utc_now()
-            writer.write_manifest(manifest)
-            writer.close()
+            writer.close_with(manifest)
     return manifest
 
 
@@ -388,9 +413,10 @@ def _run_pending(
                 if on_result:
                     on_result(record)
                 submit_next()
-    except KeyboardInterrupt:
-        # Do not wait for the tasks in flight (a model call can take minutes); they are not
-        # recorded and run again on --resume. The CLI then exits without joining their threads.
+    except BaseException:
+        # Interrupted, or the run directory cannot be written: do not wait for the tasks in flight
+        # (a model call can take minutes); they are not recorded and run again on --resume. The
+        # CLI then exits without joining their threads.
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)

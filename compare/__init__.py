@@ -48,7 +48,7 @@ from .model import (
 from .prompt import ANSWER_TOOL, prompt_hash, task_prompt
 from .registry import Registry, RegistryError
 from .runlog import Manifest, ResultRecord, RunLog, RunLogError, read_run
-from .scorer import SCORERS, Scorer, Scores, register_scorer, score
+from .scorer import SCORERS, Scorer, Scores, ScoreSheet, register_scorer, reports, score
 from .system import SYSTEMS, System, create_system, register_system
 from .task import (
     Answer,
@@ -101,6 +101,7 @@ __all__ = [
     "RunContext",
     "RunLog",
     "RunLogError",
+    "ScoreSheet",
     "Scorer",
     "Scores",
     "System",
@@ -129,6 +130,7 @@ __all__ = [
     "register_provider",
     "register_scorer",
     "register_system",
+    "reports",
     "score",
     "task_prompt",
 ]

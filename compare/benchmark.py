@@ -9,6 +9,7 @@ outside a benchmark's own module asks which benchmark it is: the runner, `compar
     prepare(tasks) / close()     data set up for a run and torn down (e.g. PostgreSQL restores)
     warnings(tasks)              what is missing from the data, printed before a run
     scorers                      names of the scorers that apply (`compare.scorer.SCORERS`)
+    rules                        earlier revisions of the official rule, by name (`compare score --rule`)
     harness                      run settings of the benchmark's official harness (budgets, ...)
     prediction_answer(task, r)   one record of a prediction file made elsewhere, as an Answer
     aggregate(scored)            benchmark-wide metrics `compare score` prints
@@ -88,6 +89,7 @@ class Benchmark(ABC):
     description: ClassVar[str] = ""  # one line for `compare benchmarks`; the docstring's first line if empty
     needs_path: ClassVar[bool] = True  # its task files come from --tasks-path
     scorers: ClassVar[tuple[str, ...]] = ()
+    rules: ClassVar[dict[str, tuple[str, ...]]] = {}  # earlier revisions of the official rule: their scorers
     harness: ClassVar[dict[str, Any]] = {}  # run settings (e.g. {"budgets": {"max_steps": 100}}) under flags
 
     def __init__(self, path: str | Path | None = None, **options: Any) -> None:

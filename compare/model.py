@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import ToolCall
@@ -60,6 +60,8 @@ class ModelResponse(BaseModel):
 
 
 class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     input_per_mtok: float = 0.0  # USD per million input tokens
     output_per_mtok: float = 0.0  # USD per million output tokens (reasoning included)
 
@@ -69,6 +71,8 @@ class Price(BaseModel):
 
 class ModelConfig(BaseModel):
     """A model alias from configs/models.yaml (or the command line) resolved."""
+
+    model_config = ConfigDict(extra="forbid")  # `temprature:` in an alias must not be ignored
 
     alias: str
     provider: str  # a registered provider name (`compare models` lists them)

@@ -15,7 +15,9 @@ a line cut by a crash is dropped when the run is resumed, and its unit runs agai
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +39,17 @@ class RunLogError(Exception):
     """A run directory that cannot be read: missing, malformed, or written by a newer suite."""
 
 
+# user:password@ in any URL, and credential-like query parameters (…?api_key=…).
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"']+):([^\s/@\"']*)@")
+_URL_SECRET_PARAMETER = re.compile(r"([?&](?:api[_-]?key|key|token|access_token|password|secret)=)[^&\s\"']+", re.I)
+
+
+def redact_credentials(text: str) -> str:
+    """`text` with the password of every URL (`scheme://user:***@host`) and credential query
+    parameters masked. Everything the run log writes passes through here; so do error messages."""
+    return _URL_SECRET_PARAMETER.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
+
+
 class GitRevision(BaseModel):
     sha: str = "unknown"
     dirty: bool | None = None
@@ -51,7 +64,7 @@ class Manifest(BaseModel):
     started_at: str
     finished_at: str | None = None
     resumed_at: str | None = None
-    status: Literal["running", "completed", "interrupted"] = "running"
+    status: Literal["running", "completed", "interrupted", "failed"] = "running"  # failed: could not write
     config: dict[str, Any]  # the resolved run configuration, secrets redacted
     models: list[ModelConfig]
     budgets: Budgets
@@ -61,6 +74,9 @@ class Manifest(BaseModel):
     task_ids: list[str]
     units: int
     model_load_s: dict[str, float] = Field(default_factory=dict)
+    # How model-written Python ran: bubblewrap, unsafe (--unsafe-python where bubblewrap cannot run),
+    # or unavailable (execute_python refused every call).
+    python_sandbox: str | None = None
 
 
 class ToolCallSummary(BaseModel):
@@ -188,11 +204,17 @@ def read_run(run_dir: str | Path) -> RunLog:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write atomically: a crash leaves the old file or the new one, never half of one."""
+    """Write atomically, credentials redacted: a crash leaves the old file or the new one, never half
+    of one, and never a `.tmp` file (a full disk included)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    temporary.replace(path)
+    text = redact_credentials(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 class RunLogWriter:
@@ -219,8 +241,23 @@ class RunLogWriter:
             write_json(self.run_dir / record.trace_file, trace.model_dump(mode="json"))
             if judge_trace is not None and record.judge_trace_file:
                 write_json(self.run_dir / record.judge_trace_file, judge_trace.model_dump(mode="json"))
-            self._results.write(record.model_dump_json() + "\n")
+            self._results.write(redact_credentials(record.model_dump_json()) + "\n")
             self._results.flush()
 
     def close(self) -> None:
         self._results.close()
+
+    def close_with(self, manifest: Manifest) -> None:
+        """Write the final manifest and close, also on a full disk: the manifest is then rewritten in
+        place (its blocks are already allocated), so it never stays "running" after the run ended."""
+        try:
+            self.write_manifest(manifest)
+        except OSError:
+            with contextlib.suppress(OSError):
+                text = redact_credentials(json.dumps(manifest.model_dump(mode="json"), indent=2, ensure_ascii=False))
+                with (self.run_dir / MANIFEST_FILE).open("r+", encoding="utf-8") as file:
+                    file.write(text)
+                    file.truncate()
+        finally:
+            with contextlib.suppress(OSError):  # flushing a record cut by a full disk fails again
+                self._results.close()

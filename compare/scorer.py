@@ -5,12 +5,17 @@ A scorer is registered by name (`SCORERS`: `@register_scorer("name")` or an entr
 scorer returns only the metrics that fit the task (an empty dict otherwise): a report scorer
 says nothing about a choice question. `judge` is the metered model of the LLM judge, when the
 run has one (`--judge`), for scorers that need one.
+
+A scorer that raises never makes a task drop out of a mean: the metrics it declares with
+`@reports(...)` are scored as failures (0.0) and the error is kept (`ScoreSheet.errors`), so the
+denominator stays what it was and the summary counts the failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from .model import MeteredModel
 from .registry import Registry
@@ -25,21 +30,49 @@ class Scorer(Protocol):
 
 
 SCORERS: Registry[Scorer] = Registry("scorers")
+S = TypeVar("S", bound=Callable[..., Scores])
 
 
-def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
-    def decorate(scorer: Scorer) -> Scorer:
+def register_scorer(name: str) -> Callable[[S], S]:
+    def decorate(scorer: S) -> S:
         SCORERS.register(name, scorer)
         return scorer
 
     return decorate
 
 
+def reports(*metrics: str) -> Callable[[S], S]:
+    """Declare the metrics a scorer's verdict lives in: if the scorer raises, they score 0.0."""
+
+    def decorate(scorer: S) -> S:
+        scorer.metrics = metrics  # type: ignore[attr-defined]
+        return scorer
+
+    return decorate
+
+
+@dataclass
+class ScoreSheet:
+    scores: Scores = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # scorer name -> what it raised
+
+    @property
+    def error(self) -> str | None:
+        """One line for the result record; None when every scorer ran."""
+        return "; ".join(f"{name}: {message}" for name, message in self.errors.items()) or None
+
+
 def score(
     task: Task, answer: Answer, trace: Trace, scorers: Sequence[str], judge: MeteredModel | None = None
-) -> Scores:
-    """The metrics of every named scorer, merged in order."""
-    scores: Scores = {}
+) -> ScoreSheet:
+    """The metrics of every named scorer, merged in order; a scorer that raises scores its declared
+    metrics as failures and its error is kept."""
+    sheet = ScoreSheet()
     for name in scorers:
-        scores.update(SCORERS.load(name)(task, answer, trace, judge))
-    return scores
+        scorer = SCORERS.load(name)
+        try:
+            sheet.scores.update(scorer(task, answer, trace, judge))
+        except Exception as failure:  # a scorer bug must not drop the task from the denominator
+            sheet.errors[name] = f"{type(failure).__name__}: {failure}"
+            sheet.scores.update(dict.fromkeys(getattr(scorer, "metrics", ()), 0.0))
+    return sheet

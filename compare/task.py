@@ -7,6 +7,7 @@ fields are set. Systems see everything except `gold`.
 
 from __future__ import annotations
 
+import graphlib
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -91,7 +92,7 @@ class GoldDag(BaseModel):
     alt_groups: dict[str, AltGroup] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _references_exist(self) -> GoldDag:
+    def _references_exist_and_order_is_acyclic(self) -> GoldDag:
         ids = {node.id for node in self.nodes}
         if len(ids) != len(self.nodes):
             raise ValueError("DAG node ids must be unique")
@@ -101,6 +102,19 @@ class GoldDag(BaseModel):
         unknown = sorted(set(referenced) - ids)
         if unknown:
             raise ValueError(f"DAG references unknown node ids: {unknown}")
+        # HARD_DEP and SOFT_DEP edges order the steps (SOFT_DEP as a preference); ALT_GROUP edges do not
+        before: dict[str, list[str]] = {node.id: [] for node in self.nodes}
+        for edge in self.edges:
+            if edge.type is not EdgeType.ALT_GROUP:
+                before[edge.target].append(edge.source)
+        try:
+            graphlib.TopologicalSorter(before).prepare()
+        except graphlib.CycleError as error:
+            cycle = error.args[1][:-1]  # each node runs before the next, the last before the first
+            position = {node.id: i for i, node in enumerate(self.nodes)}
+            first = min(range(len(cycle)), key=lambda i: position[cycle[i]])
+            path = " → ".join([*cycle[first:], *cycle[:first], cycle[first]])
+            raise ValueError(f"DAG has a cycle in its HARD_DEP/SOFT_DEP edges: {path}") from None
         return self
 
 
@@ -177,8 +191,9 @@ AnswerStatus = Literal[
     "time_limit",
     "no_answer",  # stopped without answering
     "no_tool_call",  # a function-calling task with no call
-    "error",
-    "data_unavailable",
+    "error",  # the system failed (an exception of its own): a failure of the system
+    "infra_error",  # the infrastructure failed (the model provider, after its retries): not the system's fault
+    "data_unavailable",  # the task's data cannot be reached here: not run, left out of every mean
 ]
 
 

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import jsonschema
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from .model import ToolSpec
 from .task import Answer, ToolCall
@@ -175,11 +175,16 @@ def to_json(value: Any) -> str:
 class ToolSettings(BaseModel):
     """Limits of the tools themselves (the context-size limit is in `Budgets`)."""
 
-    sql_max_rows: int = 200  # rows returned to the agent; more sets `truncated`
-    sql_max_bytes: int = 64_000  # bytes of rendered result
-    sql_timeout_s: float = 30.0  # per statement
-    python_timeout_s: float = 60.0
-    python_memory_mb: int = 1024
-    file_max_bytes: int = 64_000  # per read_file call
-    search_top_k: int = 5
+    model_config = ConfigDict(extra="forbid")  # a misspelt limit must not be ignored
+
+    sql_max_rows: int = Field(default=200, gt=0)  # rows returned to the agent; more sets `truncated`
+    sql_max_bytes: int = Field(default=64_000, gt=0)  # bytes of rendered result
+    sql_timeout_s: float = Field(default=30.0, gt=0)  # per statement
+    python_timeout_s: float = Field(default=60.0, gt=0)
+    python_memory_mb: int = Field(default=1024, gt=0)
+    file_max_bytes: int = Field(default=64_000, gt=0)  # per read_file call
+    search_top_k: int = Field(default=5, gt=0)
     cache_dir: str = ".cache"  # FAISS indexes and assembled model files
+    # Run model-written Python without the bubblewrap sandbox. Only for machines where bubblewrap
+    # cannot run; off by default, recorded in the manifest (`--unsafe-python`).
+    unsafe_python: bool = False

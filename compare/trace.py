@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .task import AnswerStatus, ToolCall
 
@@ -210,10 +210,12 @@ def phase_seconds(steps: list[Step], wall_time_s: float) -> dict[str, float]:
 class Budgets(BaseModel):
     """Limits shared by every system; hitting one ends the task with an explicit status."""
 
-    max_steps: int = 12  # model calls per task
-    max_tokens: int = 60_000  # input + output tokens per task
-    wall_time_s: float = 300.0
-    tool_result_max_chars: int = 4_000  # what a tool result may put into the model's context
+    model_config = ConfigDict(extra="forbid")  # a misspelt budget must not be ignored
+
+    max_steps: int = Field(default=12, gt=0)  # model calls per task
+    max_tokens: int = Field(default=60_000, gt=0)  # input + output tokens per task
+    wall_time_s: float = Field(default=300.0, gt=0)
+    tool_result_max_chars: int = Field(default=4_000, gt=0)  # what a tool result may put into the model's context
 
 
 class BudgetExceeded(Exception):

@@ -1,14 +1,19 @@
 """DataAgentBench (DAB) scoring: the query's own validate.py, a fallback check, and pass@k.
 
 Official check. Each DAB query ships `validate.py` with `validate(llm_output) -> (bool, str)`.
-It is benchmark code we did not write, so it runs in the same sandbox as the `execute_python`
-tool (`tools/python_sandbox.py`, `run_sandboxed`: fresh folder, stripped environment,
-no network, no subprocesses, CPU/memory/file-size limits, wall-clock timeout). The answer
-goes in on stdin as JSON; the verdict comes back as JSON on the original stdout, while the
-validator's own prints are sent to stderr (DAB validators print). The validator's folder and
-the DAB root (two levels up, where the official harness finds `common_scaffold`) are put on
-its import path. A validator that cannot be read, crashes, times out, exits without a verdict
-or returns anything but a (bool, str) tuple gives `passed=False` with `error` set.
+It is benchmark code we did not write, so it runs in the same bubblewrap sandbox as the
+`execute_python` tool (`tools/python_sandbox.py`, `run_sandboxed`: empty environment, no network,
+uid 65534, its own PID namespace, only the Python runtime visible, CPU/memory/file-size/process
+limits, wall-clock timeout). The validator's folder and the DAB root (two levels up, where the
+official harness finds `common_scaffold`) are shown read-only at their own paths (as root they
+must be readable by uid 65534) and put on its import path. The answer goes in on stdin as JSON;
+the verdict comes back as JSON on the original stdout, while the validator's own prints are sent
+to stderr (DAB validators print). A validator that cannot be read, crashes, times out, exits
+without a verdict or returns anything but a (bool, str) tuple gives `passed=False` with `error` set.
+Where bubblewrap cannot run, the validator still runs, in the unsandboxed fallback (rlimits,
+audit hook, temporary folder; a warning is logged once): it is published benchmark code, not
+model output, and scoring must not depend on the sandbox. Model-written code never takes
+that path unless the user passed `--unsafe-python`.
 
 Fallback, for queries without validate.py: every ground-truth item must appear in the answer.
 - Items are the non-empty cells of ground_truth.csv (UTF-8, optional BOM). Published files
@@ -32,7 +37,9 @@ averaged per dataset, then across datasets; a `no_tool_call` trial is a failure.
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import logging
 import re
 import signal
 import unicodedata
@@ -46,10 +53,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores
+from ..compare.scorer import Scores, reports
 from ..compare.task import Answer, Gold, Task
 from ..compare.trace import Trace
-from ..tools.python_sandbox import SandboxRun, run_sandboxed
+from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
 from .statistics import pass_at_k, stratified_mean
 
 VALIDATOR_TIMEOUT_S = 30.0
@@ -101,9 +108,14 @@ def _official_failure(error: str) -> ValidationResult:
     return ValidationResult(passed=False, reason="the official validator gave no verdict", error=error)
 
 
-def _import_paths(validate_py: Path) -> list[str]:
+def _import_paths(validate_py: Path) -> list[Path]:
     folders = [validate_py.parent, *validate_py.parents[2:3]]  # the query folder, the DAB root
-    return [str(folder) for folder in folders if folder.is_dir()]
+    return [folder for folder in folders if folder.is_dir() and folder != folder.parent]  # never all of /
+
+
+@functools.cache
+def _warn_unsandboxed(problem: str) -> None:
+    logging.getLogger(__name__).warning("DAB validators run WITHOUT the bubblewrap sandbox: %s", problem)
 
 
 def _verdict(run: SandboxRun, timeout_s: float) -> ValidationResult:
@@ -133,10 +145,21 @@ def run_validator(validate_py: Path, llm_output: str, *, timeout_s: float = VALI
     validate_py = Path(validate_py).resolve()
     try:
         source = validate_py.read_text(encoding="utf-8")
-        request = {"source": source, "file": str(validate_py), "paths": _import_paths(validate_py)}
+        paths = _import_paths(validate_py)
+        request = {"source": source, "file": str(validate_py), "paths": [str(path) for path in paths]}
         stdin = json.dumps({**request, "llm_output": llm_output}).encode()
-        run = run_sandboxed(_HARNESS, timeout_s=timeout_s, memory_mb=VALIDATOR_MEMORY_MB, stdin=stdin)
-    except (OSError, ValueError) as error:  # unreadable file, undecodable text, sandbox failed to start
+        problem = sandbox_problem()
+        if problem is not None:
+            _warn_unsandboxed(problem)
+        run = run_sandboxed(
+            _HARNESS,
+            timeout_s=timeout_s,
+            memory_mb=VALIDATOR_MEMORY_MB,
+            read_only=paths,
+            stdin=stdin,
+            allow_unsandboxed=True,  # benchmark code, not model output (module docstring)
+        )
+    except (OSError, ValueError) as error:  # unreadable file or folder, undecodable text, sandbox failed to start
         return _official_failure(f"{type(error).__name__}: {error}")
     return _verdict(run, timeout_s)
 
@@ -328,6 +351,7 @@ def pass_at_k_table(records: Iterable[Mapping[str, Any]]) -> PassAtKTable:
     return PassAtKTable(ks, queries, datasets, overall, unavailable)
 
 
+@reports("correct")
 def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback)."""
     return dict(score_dab(task, answer)[0])

@@ -18,14 +18,42 @@ HARD_DEP chain. Either DAG is then normalized (`normalize_dag`, idempotent):
 Matching. Calls are the agent's (tool name, success) in call order, mapped through
 the same aliases; a generated_sql call is folded into the next execute_sql call
 (unless another generated_sql call comes first). Failed calls never match: a failed
-call did not do the gold step's work; failures count in SR only. Each successful
-call matches the earliest gold node, in topological order of the HARD_DEP and
-SOFT_DEP edges (ties in gold order), that has its canonical tool, is unmatched, and
-is not an alternative of an already satisfied ALT group. The final answer is no
-special case: the `answer` call is recorded in the trace like any tool call and
-matches a gold node whose canonical tool is `answer`. Caveat of greedy matching: two
-gold nodes with the same tool and no path between them are taken in gold order, so
-an agent doing them the other way round may be charged an ordering violation.
+call did not do the gold step's work; failures count in SR only. A valid matching
+gives gold nodes distinct successful calls of their canonical tool, and no ALT group
+(below) more than min_required matched members: a satisfied group's other
+alternatives take no call, so a further alternative is a spurious call. The final
+answer is no special case: the `answer` call is recorded in the trace like any tool
+call and matches a gold node whose canonical tool is `answer`. Of all valid
+matchings, the one scored
+1. matches the most gold nodes;
+2. among those, breaks no HARD_DEP order (an edge u→v with both ends matched and
+   v's call before u's) if any of them does: SS is 0 only when every largest
+   matching breaks one (a real reversal), never because an extra call of a gold
+   tool was taken for the step;
+3. then has the highest GC + TF (a call of a tool that a required and an optional
+   node share does the required node's work);
+4. then takes the earliest calls: the call positions, listed in topological order
+   of the HARD_DEP and SOFT_DEP edges (ties in gold order), are lexicographically
+   smallest, an unmatched node counting as later than every call.
+Only direct HARD_DEP edges order calls: with w unmatched in u→w→v, u and v may
+come either way round.
+
+Search (exact). What later calls can add to a partial matching depends only on the
+set of nodes it covers (a node whose HARD_DEP successor is matched can no longer be
+matched in order), so one pass over the calls keeps, per node set, the earliest
+matching covering it, and drops sets that cannot grow to the size sought (per tool,
+no more nodes than calls left; per ALT group, no more than min_required). The
+largest size order aside comes first, from one stand-in call per node a tool's
+calls can serve; a pass over the calls keeping HARD_DEP orders then looks for
+matchings of that size, and without one rule 2 falls back to those order aside.
+Nodes alike in all that the scores see (tool, flags, ALT groups; keeping order,
+HARD_DEP neighbours too) take their calls in topological order, which loses no
+best matching. n gold nodes have at most 2^n node sets, so every DAG of up to 12
+nodes is matched exactly (MAX_STATES = 4,096 sets; work ≤ calls × sets × nodes of
+the called tool: with 100 calls, measured under 0.2 s up to 10 nodes and about
+0.6 s for 12 nodes of one tool). A larger DAG is matched exactly while a pass holds
+at most MAX_STATES node sets; beyond that scoring raises ValueError (the scorer
+records the error): TOS is never approximated.
 
 ALT groups are the declared `alt_groups` plus connected components of ALT_GROUP
 edges between nodes of no declared group (min_required 1). A group is satisfied
@@ -44,9 +72,10 @@ Scores (a ratio with an empty denominator is 1: nothing asked, nothing wrong):
   with no required member, and `answer` calls when the gold has no answer node
   (FDABench gold_subtasks stop before the answer).
   precision = TP / counted calls, recall = TP / gold items.
-- SS = 0 when some HARD_DEP edge u→v has both ends matched and v's call before u's,
-  else 1. A required u that was never called is no ordering violation: GC and TF
-  already charge for the missing step; SS judges the order of what was done.
+- SS = 0 when some HARD_DEP edge u→v has both ends matched and v's call before u's
+  (by rule 2, only when no largest matching keeps every order), else 1. A required
+  u that was never called is no ordering violation: GC and TF already charge for
+  the missing step; SS judges the order of what was done.
 - TQ = TF·SS; TOS = ½(GC + TQ); SR = successful calls / all calls as given (before
   folding; 0 without calls).
 """
@@ -54,6 +83,10 @@ Scores (a ratio with an empty denominator is 1: nothing asked, nothing wrong):
 from __future__ import annotations
 
 import ast
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -64,13 +97,17 @@ import yaml
 from pydantic import BaseModel
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores
+from ..compare.scorer import Scores, reports
 from ..compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
 from ..compare.trace import Trace
 
 ALIASES_FILE = Path(__file__).with_name("tool_aliases.yaml")
 ANSWER = "answer"
 _ORDER_EDGES = {EdgeType.HARD_DEP, EdgeType.SOFT_DEP}
+UNMATCHED = sys.maxsize  # the call position of an unmatched node: after every call
+MAX_STATES = 1 << 12  # node sets one pass of the search may hold: all of any 12-node DAG's
+Assignment = tuple[int, ...]  # call position of each gold node, in topological order
+State = tuple[Assignment, int]  # a node set's earliest matching, and the nodes it leaves unmatchable
 
 
 # ---------------------------------------------------------------- aliases
@@ -348,17 +385,186 @@ def _credited(groups: list[AltGroup], matched: dict[str, int]) -> set[str]:
 
 
 def _match(dag: GoldDag, groups: list[AltGroup], steps: list[tuple[int, str, bool]]) -> dict[str, int]:
-    tools = {node.id: node.tool for node in dag.nodes}
+    """Gold node id -> position of the call that did it: the matching of the module docstring."""
+    problem = _problem(dag, groups)
+    calls = [(position, tool) for position, tool, success in steps if success and tool in problem.by_tool]
+    largest = _largest_node_sets(problem, calls)
+    candidates = _sweep(problem, calls, ordered=True, size=largest[0].bit_count())
+    if not candidates:  # every largest matching breaks a HARD_DEP order: SS will be 0
+        candidates = {mask: _earliest_calls(problem, mask, calls) for mask in largest}
+    best = min(
+        candidates.values(),
+        key=lambda assignment: (-_quality(dag, groups, steps, problem.matched(assignment)), assignment),
+    )
+    return problem.matched(best)
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The gold nodes as bits (bit i = node i in topological order) and what constrains them."""
+
+    order: list[str]
+    by_tool: dict[str, list[int]]  # canonical tool -> its nodes
+    tool_bits: list[int]  # the nodes of each tool of by_tool, as bits
+    predecessors: list[int]  # per node: its HARD_DEP predecessors, as bits
+    groups: list[tuple[int, int]]  # per ALT group: (its matchable members as bits, min_required)
+    grouped: int  # the members of all ALT groups, as bits
+    twin: dict[bool, list[int]]  # keeping order? -> per node: the alike node before it, as a bit (0: none)
+
+    def matched(self, assignment: Assignment) -> dict[str, int]:
+        pairs = [(self.order[node], position) for node, position in enumerate(assignment) if position != UNMATCHED]
+        return dict(sorted(pairs, key=lambda pair: pair[1]))
+
+
+def _bits(nodes: Iterable[int]) -> int:
+    return sum(1 << node for node in set(nodes))
+
+
+def _problem(dag: GoldDag, groups: list[AltGroup]) -> _Problem:
     order = topological_order(dag)
-    matched: dict[str, int] = {}
-    for position, tool, success in steps:
-        if not success:
-            continue
-        settled = _credited(groups, matched)  # alternatives no longer waiting for a call
-        node = next((n for n in order if tools[n] == tool and n not in matched and n not in settled), None)
-        if node is not None:
-            matched[node] = position
-    return matched
+    index = {node_id: i for i, node_id in enumerate(order)}
+    by_id = {node.id: node for node in dag.nodes}
+    gold = [by_id[node_id] for node_id in order]
+    by_tool: dict[str, list[int]] = {}
+    for i, node in enumerate(gold):
+        if node.tool is not None:  # a node of no known tool is never matched
+            by_tool.setdefault(node.tool, []).append(i)
+    matchable = _bits(i for nodes in by_tool.values() for i in nodes)
+    hard = {(index[e.source], index[e.target]) for e in dag.edges if e.type is EdgeType.HARD_DEP}
+    successors = [_bits(t for s, t in hard if s == i) for i in range(len(order))]
+    predecessors = [_bits(s for s, t in hard if t == i) for i in range(len(order))]
+    group_bits = [(_bits(index[node_id] for node_id in group.node_ids), group.min_required) for group in groups]
+    # Nodes alike in all that the scores see (and, keeping order, in their HARD_DEP neighbours) are
+    # interchangeable: some best matching gives them their calls in topological order.
+    scored = [
+        (node.tool, node.required, node.critical, tuple(g for g in group_bits if g[0] >> i & 1))
+        for i, node in enumerate(gold)
+    ]
+    placed = [(*kind, successors[i], predecessors[i]) for i, kind in enumerate(scored)]
+    return _Problem(
+        order=order,
+        by_tool=by_tool,
+        tool_bits=[_bits(nodes) for nodes in by_tool.values()],
+        predecessors=predecessors,
+        groups=[(members & matchable, min_required) for members, min_required in group_bits],
+        grouped=_bits(i for i in range(len(order)) for members, _ in group_bits if members >> i & 1),
+        twin={False: _twins(scored), True: _twins(placed)},
+    )
+
+
+def _twins(kinds: list[tuple[Any, ...]]) -> list[int]:
+    """Per node: the last node before it of the same kind, as a bit (0 when none)."""
+    last: dict[tuple[Any, ...], int] = {}
+    twins = []
+    for node, kind in enumerate(kinds):
+        twins.append(1 << last[kind] if kind in last else 0)
+        last[kind] = node
+    return twins
+
+
+def _largest_node_sets(problem: _Problem, calls: list[tuple[int, str]]) -> list[int]:
+    """The largest node sets (as bits) that some matching covers, order aside."""
+    # Order aside, the sets a tool's calls can cover depend only on how many calls there are:
+    # one stand-in call per node they can serve finds them all, whatever the number of calls.
+    count = Counter(tool for _, tool in calls)
+    stand_ins = [(0, tool) for tool, nodes in problem.by_tool.items() for _ in range(min(len(nodes), count[tool]))]
+    sizes = range(len(stand_ins), -1, -1)  # size 0 always has the empty matching
+    return next(found for size in sizes if (found := list(_sweep(problem, stand_ins, ordered=False, size=size))))
+
+
+def _earliest_calls(problem: _Problem, mask: int, calls: list[tuple[int, str]]) -> Assignment:
+    """The earliest matching of a node set, order aside: each tool's nodes take its first calls in turn."""
+    assignment = [UNMATCHED] * len(problem.order)
+    for tool, nodes in problem.by_tool.items():
+        positions = iter([position for position, called in calls if called == tool])
+        for node in nodes:
+            if mask >> node & 1:
+                assignment[node] = next(positions)
+    return tuple(assignment)
+
+
+def _sweep(problem: _Problem, calls: list[tuple[int, str]], ordered: bool, size: int) -> dict[int, Assignment]:
+    """The node sets (as bits) of `size` nodes that valid matchings of the calls cover, each with its
+    earliest matching; `ordered`: only matchings that break no HARD_DEP order.
+
+    One pass over the calls holds every node set reachable so far that can still grow to `size`,
+    with the earliest matching reaching it and the nodes it leaves unmatchable in order (those
+    with a matched HARD_DEP successor): what later calls can do depends on nothing else."""
+    states: dict[int, State] = {0: ((UNMATCHED,) * len(problem.order), 0)}
+    tools = list(problem.by_tool)
+    for (position, tool), left in zip(calls, _calls_left(problem, calls), strict=True):
+        created = _advance(problem, states, position, tool, ordered)
+        tight = left[tools.index(tool)] < len(problem.by_tool[tool])  # else only new sets' bounds changed
+        for mask in list(states) if tight else created:
+            if _reach(problem, mask, states[mask][1], left) < size:
+                del states[mask]
+        if len(states) > MAX_STATES:
+            raise ValueError(
+                f"gold DAG of {len(problem.order)} nodes: exact tool matching would hold more than "
+                f"{MAX_STATES} node sets; refusing to approximate TOS"
+            )
+    return {mask: assignment for mask, (assignment, _) in states.items() if mask.bit_count() == size}
+
+
+def _advance(problem: _Problem, states: dict[int, State], position: int, tool: str, ordered: bool) -> list[int]:
+    """Give the call at `position` to each node each held matching can give it to; the new node sets."""
+    twin = problem.twin[ordered]
+    created = []
+    for mask, (assignment, dead) in list(states.items()):  # a snapshot: one call matches one node
+        for node in problem.by_tool[tool]:
+            if (
+                (mask | dead) >> node & 1
+                or mask & twin[node] != twin[node]
+                or (problem.groups and _group_full(problem, mask, node))
+            ):
+                continue
+            taken = mask | 1 << node
+            placed = (*assignment[:node], position, *assignment[node + 1 :])
+            if taken not in states:
+                created.append(taken)
+            elif placed >= states[taken][0]:
+                continue
+            states[taken] = (placed, dead | problem.predecessors[node] if ordered else 0)
+    return created
+
+
+def _group_full(problem: _Problem, mask: int, node: int) -> bool:
+    """Whether `node` is in an ALT group that already has min_required members matched."""
+    return any(members >> node & 1 and (mask & members).bit_count() >= cap for members, cap in problem.groups)
+
+
+def _calls_left(problem: _Problem, calls: list[tuple[int, str]]) -> list[tuple[int, ...]]:
+    """Per call: how many calls of each tool of `problem.by_tool` come after it."""
+    left = Counter(tool for _, tool in calls)
+    after = []
+    for _, tool in calls:
+        left[tool] -= 1
+        after.append(tuple(left[t] for t in problem.by_tool))
+    return after
+
+
+def _reach(problem: _Problem, mask: int, dead: int, left: tuple[int, ...]) -> int:
+    """At most how many nodes a matching covering `mask` covers with `left` more calls of each tool:
+    no more nodes of a tool than its calls, and no more of an ALT group than min_required."""
+    free = ~(mask | dead)
+    per_tool = sum(min((bits & free).bit_count(), n) for bits, n in zip(problem.tool_bits, left, strict=True))
+    if not problem.groups:
+        return mask.bit_count() + per_tool
+    outside = ~problem.grouped & free
+    split = sum(min((bits & outside).bit_count(), n) for bits, n in zip(problem.tool_bits, left, strict=True))
+    split += sum(
+        min(max(0, cap - (mask & members).bit_count()), (members & free).bit_count()) for members, cap in problem.groups
+    )
+    return mask.bit_count() + min(per_tool, split)
+
+
+def _quality(
+    dag: GoldDag, groups: list[AltGroup], steps: list[tuple[int, str, bool]], matched: dict[str, int]
+) -> float:
+    """GC + TF of a matching, rounded so that equal sums tie exactly."""
+    true_positives, counted, items = _f1_counts(dag, groups, matched, steps)
+    gc = _coverage(dag, set(matched) | _credited(groups, matched))
+    return round(gc + _ratio(2 * true_positives, counted + items), 12)
 
 
 def _coverage(dag: GoldDag, covered: set[str]) -> float:
@@ -431,11 +637,13 @@ def score_dag(task: Task, trace: Trace) -> dict[str, float]:
     return {"tos": result.tos, "gc": result.gc, "tq": result.tq, "tf": result.tf, "ss": result.ss, "sr": result.sr}
 
 
+@reports("tos", "tq", "gc")
 def tool_dag_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `tool_dag`: TOS and its parts against the task's gold DAG (nothing without one)."""
     return dict(score_dag(task, trace))
 
 
+@reports("sr")
 def tool_success_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `tool_success`: SR, the share of tool calls that succeeded (nothing without calls)."""
     calls = trace.tool_calls

@@ -18,6 +18,13 @@ behind the published per-query results):
 - groupby: +0.15 when equal (null = null counts).
 The terms are added in this order so the floats equal the published ones (e.g. 0.7000000000000001).
 
+Earlier revision `ast-2024-11` (`compare score --rule ast-2024-11`, scorer `dbgorilla_ast_2024_11`): the
+published gpt-4o results (and 3 of gpt-4o-mini's) were scored by an earlier revision of the official
+scorer, which is the same except for the search term: +0.15 only when the predicted and gold search
+queries are equal ignoring case (both null also counts as equal; an empty string and null do not).
+Today's rule, the default, awards it whenever both are present. Only the AST score differs; the other
+metrics are computed as above under both rules.
+
 Malformed calls: the official harness parses each call into pydantic models (operators and metrics
 restricted to the documented values, values typed as number / text / boolean, with pydantic's lax
 coercion) and records an error with score 0 when that fails — e.g. `"text_property_filter": {}`.
@@ -47,7 +54,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores
+from ..compare.scorer import Scores, reports
 from ..compare.task import Answer, Task, ToolCall
 from ..compare.trace import Trace
 
@@ -139,7 +146,13 @@ def prediction_from_tool_call(call: ToolCall | None) -> dict[str, Any] | None:
     return prediction
 
 
-def _search_matches(predicted: _Call, gold: _Call) -> bool:
+SearchRule = Literal["present", "equal_ignoring_case"]  # today's official rule; the ast-2024-11 revision's
+
+
+def _search_matches(predicted: _Call, gold: _Call, rule: SearchRule = "present") -> bool:
+    if rule == "equal_ignoring_case":
+        a, b = predicted.search_query, gold.search_query
+        return (a is None and b is None) or (a is not None and b is not None and a.lower() == b.lower())
     if predicted.search_query and gold.search_query:
         return True
     return predicted.search_query is None and gold.search_query is None
@@ -165,13 +178,14 @@ def _kinds_term(predicted: _Call, gold: _Call, kinds: tuple[str, ...], equal: Ca
     return _PART_WEIGHT * (matches / counted) if counted else 0.0
 
 
-def ast_score(predicted: dict[str, Any] | None, gold: dict[str, Any]) -> float:
-    """The official AST score in [0, 1] (rules in the module docstring)."""
+def ast_score(predicted: dict[str, Any] | None, gold: dict[str, Any], search: SearchRule = "present") -> float:
+    """The official AST score in [0, 1] (rules in the module docstring); `search="equal_ignoring_case"`
+    gives the earlier revision ast-2024-11."""
     expected, call = _parse_gold(gold), _parse(predicted)
     if call is None or call.target_collection != expected.target_collection:
         return 0.0
     score = _COLLECTION_WEIGHT
-    if _search_matches(call, expected):
+    if _search_matches(call, expected, search):
         score += _PART_WEIGHT
     score += _kinds_term(call, expected, FILTERS, _filter_equal)
     score += _kinds_term(call, expected, AGGREGATIONS, _aggregation_equal)
@@ -222,7 +236,7 @@ def _malformed(predicted: dict[str, Any] | None) -> bool:
     return predicted is not None and _parse(predicted) is None
 
 
-def score_dbgorilla(task: Task, answer: Answer) -> dict[str, float | None]:
+def score_dbgorilla(task: Task, answer: Answer, search: SearchRule = "present") -> dict[str, float | None]:
     """One task's scores; everything None without a gold call.
 
     ast_score; exact_match, collection_routing, no_tool_call, malformed_call as 1.0 / 0.0; and
@@ -237,7 +251,7 @@ def score_dbgorilla(task: Task, answer: Answer) -> dict[str, float | None]:
         return scores
     predicted = prediction_from_tool_call(answer.tool_call)
     scores.update(
-        ast_score=ast_score(predicted, gold),
+        ast_score=ast_score(predicted, gold, search),
         exact_match=float(exact_match(predicted, gold)),
         collection_routing=float(_routed(predicted, gold)),
         no_tool_call=float(predicted is None),
@@ -282,6 +296,13 @@ def summarize_dbgorilla(rows: Iterable[tuple[dict[str, Any] | None, dict[str, An
     return summary
 
 
+@reports("ast_score", "exact_match")
 def dbgorilla_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dbgorilla`: the official AST score, exact match and per-component matches."""
     return score_dbgorilla(task, answer)
+
+
+@reports("ast_score", "exact_match")
+def dbgorilla_ast_2024_11_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+    """Scorer `dbgorilla_ast_2024_11`: the earlier official AST rule (search compared ignoring case)."""
+    return score_dbgorilla(task, answer, search="equal_ignoring_case")

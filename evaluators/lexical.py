@@ -7,7 +7,7 @@ from functools import cache
 from rouge_score.rouge_scorer import RougeScorer
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores
+from ..compare.scorer import Scores, reports
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.trace import Trace
 
@@ -25,6 +25,7 @@ def rouge(task: Task, answer: Answer) -> dict[str, float]:
     return {"rouge1_f": scores["rouge1"].fmeasure, "rougeL_f": scores["rougeL"].fmeasure}
 
 
+@reports("rouge1_f", "rougeL_f")
 def rouge_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `rouge`: ROUGE-1 and ROUGE-L F of a report against the reference report."""
     return dict(rouge(task, answer))

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..compare.benchmark import Benchmark, PredictionFieldError
+from ..compare.benchmark import Benchmark, BenchmarkError, PredictionFieldError
 from ..compare.task import Answer, Task, answer_from_text
 from ..compare.trace import Phase, ToolCallStep, Trace
 
@@ -42,14 +42,27 @@ class PredictionError(Exception):
 def read_predictions(
     path: Path, benchmark: Benchmark, tasks: dict[str, Task]
 ) -> Iterator[tuple[Task, Answer, Trace] | PredictionError]:
-    """Each line as (task, answer, trace), or the PredictionError that describes what is wrong with it."""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    """Each line as (task, answer, trace), or the PredictionError that describes what is wrong with
+    it (a line that is not UTF-8 included, with its byte offset). A file without any prediction is
+    a BenchmarkError: nothing to score is not a score."""
+    offset, seen = 0, False
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        start, offset = offset, offset + len(raw) + 1
+        if not raw.strip():
+            continue
+        seen = True
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            byte = raw[bad.start]
+            yield PredictionError(path, number, "<line>", f"not UTF-8: byte 0x{byte:02x} at offset {start + bad.start}")
             continue
         try:
             yield _prediction(line, benchmark, tasks)
         except PredictionFieldError as bad:
             yield PredictionError(path, number, bad.field, str(bad))
+    if not seen:
+        raise BenchmarkError(f"{path}: no predictions (the file is empty)")
 
 
 def _prediction(line: str, benchmark: Benchmark, tasks: dict[str, Task]) -> tuple[Task, Answer, Trace]:

@@ -4,6 +4,8 @@
 - `paired_bootstrap`: the mean difference of two systems scored on the same tasks, its
   interval, and a two-sided bootstrap p-value.
 - `mcnemar`: McNemar's test on paired correct/incorrect outcomes (exact or chi-square).
+- `sign_test`: the same test on per-task mean differences, for tasks run several times (epochs):
+  repeating a task must not count as more evidence than one task.
 - `pass_at_k`: the unbiased pass@k estimator of Chen et al. (2021).
 - `stratified_mean`: mean per group, then the unweighted mean of the group means.
 
@@ -155,6 +157,18 @@ def mcnemar(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> McNemarResu
         raise ValueError(f"a and b must be aligned by task: {len(a_correct)} vs {len(b_correct)} outcomes")
     b01 = sum(not a and bool(b) for a, b in zip(a_correct, b_correct, strict=True))
     b10 = sum(bool(a) and not b for a, b in zip(a_correct, b_correct, strict=True))
+    return _discordant_test(b01, b10)
+
+
+def sign_test(differences: Sequence[float]) -> McNemarResult:
+    """McNemar's test on per-task differences a − b (each a mean over a task's epochs): the tasks
+    where b is better count as b01, those where a is better as b10, ties not at all. With one trial
+    per task and 0/1 scores this is McNemar's test exactly; with several, each task counts once."""
+    values = _as_array(differences)
+    return _discordant_test(int(np.count_nonzero(values < 0)), int(np.count_nonzero(values > 0)))
+
+
+def _discordant_test(b01: int, b10: int) -> McNemarResult:
     discordant = b01 + b10
     if discordant < EXACT_BELOW:
         return McNemarResult(b01, b10, float(min(b01, b10)), _binomial_two_sided(b01, discordant), "exact")

@@ -1,73 +1,80 @@
 """The comparison summary of a run directory: one row per system × model, and paired tests.
 
-Built from the typed run log only (`compare.runlog`). Every number is an average over the
-result records of that row. Accuracy
-is the benchmark's correctness metric (`exact_match`, or `correct` for DABstep/DAB),
-averaged over the records that have it, with a 95% bootstrap confidence interval. Paired
-comparisons use the tasks both rows answered: McNemar's test on correctness and a paired
-bootstrap of the accuracy difference.
+Built from the typed run log only (`compare.runlog`). Who counts in which mean:
+
+- `data_unavailable` records (the task's data cannot be reached here) are left out of every mean —
+  quality, cost and latency — and shown as a count.
+- `infra_error` records (the model provider failed after its retries) are left out of the quality
+  means by default and shown as a count; `infra_errors_as_failures=True` (`--infra-errors-as-failures`)
+  counts them as failures instead. Their cost and latency count: they were spent.
+- A scorer that raised scored its metrics 0.0 (`compare.scorer`): such records stay in every mean and
+  are counted as `scoring errors`.
+- With several epochs, a task's trials are averaged first: every mean, interval and paired test is
+  over tasks, so repeating a task never counts as more evidence than one task.
+
+Accuracy is the benchmark's correctness metric (`exact_match`, or `correct` for DABstep/DAB) with a 95%
+bootstrap interval over tasks. Paired comparisons use the tasks both rows have a verdict for: a paired
+bootstrap of the per-task differences and McNemar's test (the sign test on per-task means, which is
+McNemar's test when each task ran once).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from statistics import mean
-from typing import Any
 
 from pydantic import BaseModel
 from rich.table import Table
 
 from ..compare.runlog import Manifest, ResultRecord
-from ..evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap
+from ..evaluators.statistics import bootstrap_ci, paired_bootstrap, sign_test
 
 PHASES = ("decision", "execute", "retry", "generate", "queue", "other")
+BUDGET_STATUSES = ("max_steps", "max_tokens", "time_limit")
 
 
 class SummaryRow(BaseModel):
     system: str
     model: str
-    tasks: int
+    tasks: int  # records (task × epoch)
     completed: int
-    errors: int
+    errors: int  # the system failed
+    infra_errors: int  # the provider failed
     unavailable: int
     stopped_by_budget: int
+    scoring_errors: int
     accuracy: float | None
     accuracy_ci: tuple[float, float] | None
     accuracy_by_type: dict[str, float]
-    accuracy_n: int
+    accuracy_n: int  # tasks with a verdict
     tos: float | None  # tool orchestration score, over tasks with a gold DAG
     rs: float | None  # rubric score of reports (needs --judge)
     rouge_l: float | None
-    mean_latency_s: float
+    mean_latency_s: float | None  # over the records that ran (not the unavailable ones)
     mean_latency_by_phase_s: dict[str, float]
-    mean_model_calls: float
-    mean_tool_calls: float
-    mean_input_tokens: float
-    mean_output_tokens: float
-    mean_reasoning_tokens: float
+    mean_model_calls: float | None
+    mean_tool_calls: float | None
+    mean_input_tokens: float | None
+    mean_output_tokens: float | None
+    mean_reasoning_tokens: float | None
     total_cost_usd: float
-    cost_per_correct_usd: float | None  # total cost / correct answers
+    cost_per_correct_usd: float | None  # total cost / correct trials
 
 
 class PairRow(BaseModel):
     first: str  # "system/model"
     second: str
-    tasks: int  # answered by both
-    accuracy_difference: float  # first − second
+    tasks: int  # tasks both have a verdict for
+    accuracy_difference: float  # first − second, mean over tasks
     difference_ci: tuple[float, float]
     bootstrap_p: float
-    mcnemar_p: float
+    mcnemar_p: float  # the sign test on per-task means (McNemar's test when each task ran once)
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
     return mean(values) if values else None
-
-
-def summarize(records: list[ResultRecord]) -> list[SummaryRow]:
-    groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
-    for record in records:
-        groups[(record.system, record.model)].append(record)
-    return [_row(system, model, rows) for (system, model), rows in sorted(groups.items())]
 
 
 def correctness(record: ResultRecord) -> float | None:
@@ -75,8 +82,36 @@ def correctness(record: ResultRecord) -> float | None:
     return record.scores.get("exact_match", record.scores.get("correct"))
 
 
-def _score_mean(rows: list[ResultRecord], metric: str) -> float | None:
-    return _mean([v for v in (r.scores.get(metric) for r in rows) if v is not None])
+def ran(records: Iterable[ResultRecord]) -> list[ResultRecord]:
+    """The records that count for cost and latency: all but the unavailable ones."""
+    return [r for r in records if r.status != "data_unavailable"]
+
+
+def judged(records: Iterable[ResultRecord], infra_errors_as_failures: bool = False) -> list[ResultRecord]:
+    """The records that count for quality: all but the unavailable ones and, unless asked, the
+    infrastructure errors."""
+    return [r for r in ran(records) if infra_errors_as_failures or r.status != "infra_error"]
+
+
+def per_task(records: Iterable[ResultRecord], metric: Callable[[ResultRecord], float | None]) -> dict[str, float]:
+    """Task id -> the metric's mean over that task's epochs (tasks without a value are left out)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        value = metric(record)
+        if value is not None:
+            values[record.task_id].append(value)
+    return {task: mean(trials) for task, trials in values.items()}
+
+
+def _score(name: str) -> Callable[[ResultRecord], float | None]:
+    return lambda record: record.scores.get(name)
+
+
+def summarize(records: list[ResultRecord], *, infra_errors_as_failures: bool = False) -> list[SummaryRow]:
+    groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
+    for record in records:
+        groups[(record.system, record.model)].append(record)
+    return [_row(s, m, rows, infra_errors_as_failures) for (s, m), rows in sorted(groups.items())]
 
 
 def _phase_latency(record: ResultRecord, phase: str) -> float:
@@ -84,58 +119,61 @@ def _phase_latency(record: ResultRecord, phase: str) -> float:
     return totals.latency_s if totals else 0.0
 
 
-def _row(system: str, model: str, rows: list[ResultRecord]) -> SummaryRow:
-    scored = [r for r in rows if correctness(r) is not None]
+def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_failures: bool) -> SummaryRow:
+    quality, spent = judged(rows, infra_errors_as_failures), ran(rows)
+    accuracy_by_task = per_task(quality, correctness)
     by_type: dict[str, list[float]] = defaultdict(list)
-    for r in scored:
-        by_type[r.question_type].append(correctness(r))
-    statuses = [r.status for r in rows]
-    accuracy = bootstrap_ci([correctness(r) for r in scored]) if len(scored) > 1 else None
-    correct = sum(correctness(r) == 1.0 for r in scored)
+    types = {r.task_id: r.question_type for r in quality}
+    for task, value in accuracy_by_task.items():
+        by_type[types[task]].append(value)
+    interval = bootstrap_ci(list(accuracy_by_task.values())) if len(accuracy_by_task) > 1 else None
+    correct = sum(correctness(r) == 1.0 for r in quality)
     total_cost = sum(r.usage.cost_usd for r in rows)
+    statuses = [r.status for r in rows]
     return SummaryRow(
         system=system,
         model=model,
         tasks=len(rows),
         completed=statuses.count("completed"),
         errors=statuses.count("error"),
+        infra_errors=statuses.count("infra_error"),
         unavailable=statuses.count("data_unavailable"),
-        stopped_by_budget=sum(s in ("max_steps", "max_tokens", "time_limit") for s in statuses),
-        accuracy=_mean([correctness(r) for r in scored]),
-        accuracy_ci=(accuracy.low, accuracy.high) if accuracy else None,
+        stopped_by_budget=sum(s in BUDGET_STATUSES for s in statuses),
+        scoring_errors=sum(r.scoring_error is not None for r in rows),
+        accuracy=_mean(accuracy_by_task.values()),
+        accuracy_ci=(interval.low, interval.high) if interval else None,
         accuracy_by_type={t: mean(v) for t, v in sorted(by_type.items())},
-        accuracy_n=len(scored),
-        tos=_score_mean(rows, "tos"),
-        rs=_score_mean(rows, "rs"),
-        rouge_l=_score_mean(rows, "rougeL_f"),
-        mean_latency_s=mean(r.latency_s for r in rows),
-        mean_latency_by_phase_s={p: mean(_phase_latency(r, p) for r in rows) for p in PHASES},
-        mean_model_calls=mean(r.model_calls for r in rows),
-        mean_tool_calls=mean(len(r.tool_calls) for r in rows),
-        mean_input_tokens=mean(r.usage.input_tokens for r in rows),
-        mean_output_tokens=mean(r.usage.output_tokens for r in rows),
-        mean_reasoning_tokens=mean(r.usage.reasoning_tokens for r in rows),
+        accuracy_n=len(accuracy_by_task),
+        tos=_mean(per_task(quality, _score("tos")).values()),
+        rs=_mean(per_task(quality, _score("rs")).values()),
+        rouge_l=_mean(per_task(quality, _score("rougeL_f")).values()),
+        mean_latency_s=_mean(r.latency_s for r in spent),
+        mean_latency_by_phase_s={p: _mean(_phase_latency(r, p) for r in spent) or 0.0 for p in PHASES},
+        mean_model_calls=_mean(r.model_calls for r in spent),
+        mean_tool_calls=_mean(len(r.tool_calls) for r in spent),
+        mean_input_tokens=_mean(r.usage.input_tokens for r in spent),
+        mean_output_tokens=_mean(r.usage.output_tokens for r in spent),
+        mean_reasoning_tokens=_mean(r.usage.reasoning_tokens for r in spent),
         total_cost_usd=total_cost,
         cost_per_correct_usd=total_cost / correct if correct else None,
     )
 
 
-def pairwise(records: list[ResultRecord]) -> list[PairRow]:
-    """Every pair of system/model rows, compared on the tasks (and epochs) both have a verdict for."""
-    verdicts: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
-    for r in records:
-        verdict = correctness(r)
-        if verdict is not None:
-            verdicts[f"{r.system}/{r.model}"][(r.task_id, r.epoch)] = verdict
+def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = False) -> list[PairRow]:
+    """Every pair of system/model rows, compared on the tasks both have a verdict for (per-task means)."""
+    rows: dict[str, list[ResultRecord]] = defaultdict(list)
+    for r in judged(records, infra_errors_as_failures):
+        rows[f"{r.system}/{r.model}"].append(r)
+    verdicts = {name: per_task(group, correctness) for name, group in rows.items()}
     pairs = []
-    names = sorted(verdicts)
+    names = sorted(name for name, by_task in verdicts.items() if by_task)
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
             common = sorted(verdicts[first].keys() & verdicts[second].keys())
             if len(common) < 2:
                 continue
-            a = [verdicts[first][k] for k in common]
-            b = [verdicts[second][k] for k in common]
+            a = [verdicts[first][task] for task in common]
+            b = [verdicts[second][task] for task in common]
             paired = paired_bootstrap(a, b)
             pairs.append(
                 PairRow(
@@ -145,7 +183,7 @@ def pairwise(records: list[ResultRecord]) -> list[PairRow]:
                     accuracy_difference=paired.mean_difference,
                     difference_ci=(paired.low, paired.high),
                     bootstrap_p=paired.p_value,
-                    mcnemar_p=mcnemar([x == 1.0 for x in a], [y == 1.0 for y in b]).p_value,
+                    mcnemar_p=sign_test([x - y for x, y in zip(a, b, strict=True)]).p_value,
                 )
             )
     return pairs
@@ -159,13 +197,22 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def _tokens(row: SummaryRow) -> str:
+    if row.mean_input_tokens is None or row.mean_output_tokens is None:
+        return "–"
+    return f"{row.mean_input_tokens:.0f}/{row.mean_output_tokens:.0f}"
+
+
 COLUMNS = [
     ("system", lambda r: r.system),
     ("model", lambda r: r.model),
     ("tasks", lambda r: str(r.tasks)),
     ("completed", lambda r: str(r.completed)),
     ("errors", lambda r: str(r.errors)),
+    ("infra errors", lambda r: str(r.infra_errors)),
+    ("unavailable", lambda r: str(r.unavailable)),
     ("budget stops", lambda r: str(r.stopped_by_budget)),
+    ("scoring errors", lambda r: str(r.scoring_errors)),
     ("accuracy", lambda r: f"{_fmt(r.accuracy)} (n={r.accuracy_n})"),
     ("95% CI", lambda r: "–" if r.accuracy_ci is None else f"[{r.accuracy_ci[0]:.3f}, {r.accuracy_ci[1]:.3f}]"),
     ("EX single", lambda r: _fmt(r.accuracy_by_type.get("single_choice"))),
@@ -177,7 +224,7 @@ COLUMNS = [
     ("latency s", lambda r: _fmt(r.mean_latency_s, 1)),
     ("model calls", lambda r: _fmt(r.mean_model_calls, 1)),
     ("tool calls", lambda r: _fmt(r.mean_tool_calls, 1)),
-    ("tokens in/out", lambda r: f"{r.mean_input_tokens:.0f}/{r.mean_output_tokens:.0f}"),
+    ("tokens in/out", _tokens),
     ("cost $", lambda r: f"{r.total_cost_usd:.4f}"),
     ("$ per correct", lambda r: "–" if r.cost_per_correct_usd is None else f"{r.cost_per_correct_usd:.4f}"),
 ]
@@ -190,6 +237,8 @@ CONSOLE_COLUMNS = [
     ("tasks", lambda r: str(r.tasks)),
     ("done", lambda r: str(r.completed)),
     ("err", lambda r: str(r.errors)),
+    ("infra", lambda r: str(r.infra_errors)),
+    ("n/a", lambda r: str(r.unavailable)),
     ("acc", lambda r: _fmt(r.accuracy, 2)),
     ("s/task", lambda r: _fmt(r.mean_latency_s, 1)),
     ("calls", lambda r: _fmt(r.mean_model_calls, 1)),
@@ -197,39 +246,66 @@ CONSOLE_COLUMNS = [
 ]
 
 
+OPTIONAL_CONSOLE_COLUMNS = {"infra": "infra_errors", "n/a": "unavailable"}  # shown when some row counts any
+
+
 def rich_table(rows: list[SummaryRow]) -> Table:
     table = Table(title="Comparison (means per task; $ is the total)")
-    for name, _ in CONSOLE_COLUMNS:
+    hidden = {name for name, field in OPTIONAL_CONSOLE_COLUMNS.items() if not any(getattr(r, field) for r in rows)}
+    columns = [(name, cell) for name, cell in CONSOLE_COLUMNS if name not in hidden]
+    for name, _ in columns:
         table.add_column(name, justify="left" if name in ("system", "model") else "right")
     for row in rows:
-        table.add_row(*(cell(row) for _, cell in CONSOLE_COLUMNS))
+        table.add_row(*(cell(row) for _, cell in columns))
     return table
 
 
-CI_METRICS: dict[str, Any] = {
-    "latency s": lambda r: r.latency_s,
-    "model calls": lambda r: r.model_calls,
-    "input tokens": lambda r: r.usage.input_tokens,
-    "output tokens": lambda r: r.usage.output_tokens,
-    "cost $": lambda r: r.usage.cost_usd,
-    "TOS": lambda r: r.scores.get("tos"),
-    "RS": lambda r: r.scores.get("rs"),
+# (metric, whether it is a quality metric: quality metrics leave infrastructure errors out by default)
+CI_METRICS: dict[str, tuple[Callable[[ResultRecord], float | None], bool]] = {
+    "latency s": (lambda r: r.latency_s, False),
+    "model calls": (lambda r: r.model_calls, False),
+    "input tokens": (lambda r: r.usage.input_tokens, False),
+    "output tokens": (lambda r: r.usage.output_tokens, False),
+    "cost $": (lambda r: r.usage.cost_usd, False),
+    "TOS": (_score("tos"), True),
+    "RS": (_score("rs"), True),
 }
 
 
-def confidence_lines(records: list[ResultRecord]) -> list[str]:
-    """Mean [95% bootstrap CI] of every per-task metric of every row."""
+def confidence_lines(records: list[ResultRecord], *, infra_errors_as_failures: bool = False) -> list[str]:
+    """Mean [95% bootstrap CI over tasks] of every per-task metric of every row."""
     groups: dict[str, list[ResultRecord]] = defaultdict(list)
     for r in records:
         groups[f"{r.system}/{r.model}"].append(r)
     lines = ["| row | " + " | ".join(CI_METRICS) + " |", "|" + "---|" * (len(CI_METRICS) + 1)]
     for name, rows in sorted(groups.items()):
         cells = []
-        for metric in CI_METRICS.values():
-            values = [v for v in (metric(r) for r in rows) if v is not None]
+        for metric, is_quality in CI_METRICS.values():
+            counted = judged(rows, infra_errors_as_failures) if is_quality else ran(rows)
+            values = list(per_task(counted, metric).values())
             mean_, low, high = bootstrap_ci(values)
             cells.append("–" if not values else f"{_num(mean_)} [{_num(low)}, {_num(high)}]")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) -> list[str]:
+    """What the means leave out, said next to them."""
+    unavailable = sum(r.unavailable for r in rows)
+    infra = sum(r.infra_errors for r in rows)
+    scoring = sum(r.scoring_errors for r in rows)
+    lines = []
+    if unavailable:
+        lines.append(f"- {unavailable} record(s) with unavailable data are left out of every mean.")
+    if infra and infra_errors_as_failures:
+        lines.append(f"- {infra} infrastructure error(s) (provider failures) count as failures in the quality means.")
+    elif infra:
+        lines.append(
+            f"- {infra} infrastructure error(s) (provider failures) are left out of the quality means "
+            "(`compare report --infra-errors-as-failures` counts them as failures); their cost and latency count."
+        )
+    if scoring:
+        lines.append(f"- {scoring} record(s) had a scorer fail: its metrics count as failures (0), see scoring_error.")
     return lines
 
 
@@ -239,6 +315,8 @@ def markdown(
     pairs: list[PairRow] | None = None,
     records: list[ResultRecord] | None = None,
     benchmark_lines: list[str] | None = None,
+    *,
+    infra_errors_as_failures: bool = False,
 ) -> str:
     """summary.md; `benchmark_lines` is the benchmark's own section (`Benchmark.report_lines`)."""
     m = manifest
@@ -254,19 +332,23 @@ def markdown(
         "|" + "|".join("---" for _ in COLUMNS) + "|",
     ]
     lines += ["| " + " | ".join(cell(row) for _, cell in COLUMNS) + " |" for row in rows]
+    notes = denominator_lines(rows, infra_errors_as_failures)
+    if notes:
+        lines += ["", *notes]
     lines += ["", "## Mean latency by phase (seconds per task)", "", "| system | model | " + " | ".join(PHASES) + " |"]
     lines.append("|" + "|".join("---" for _ in range(len(PHASES) + 2)) + "|")
     for row in rows:
         phases = " | ".join(_fmt(row.mean_latency_by_phase_s[p], 2) for p in PHASES)
         lines.append(f"| {row.system} | {row.model} | {phases} |")
     if records:
-        lines += ["", "## Means with 95% bootstrap confidence intervals (per task)", "", *confidence_lines(records)]
+        intervals = confidence_lines(records, infra_errors_as_failures=infra_errors_as_failures)
+        lines += ["", "## Means with 95% bootstrap confidence intervals (over tasks)", "", *intervals]
     if benchmark_lines:
         lines += ["", *benchmark_lines]
     if pairs:
         lines += ["", "## Paired comparisons (tasks both answered)", ""]
         lines += [
-            "| first | second | tasks | accuracy difference | 95% CI | bootstrap p | McNemar p |",
+            "| first | second | tasks | accuracy difference | 95% CI | bootstrap p | McNemar / sign test p |",
             "|---|---|---|---|---|---|---|",
         ]
         for p in pairs:
@@ -277,8 +359,9 @@ def markdown(
             )
     lines += [
         "",
-        "accuracy = the benchmark's correctness metric (exact match; `correct` for DABstep/DAB), with a 95%",
-        "bootstrap CI. TOS = tool orchestration score against the gold DAG. RS = rubric score (needs --judge).",
+        "accuracy = the benchmark's correctness metric (exact match; `correct` for DABstep/DAB), averaged per task",
+        "over its epochs, then over tasks (n = tasks), with a 95% bootstrap CI over tasks. TOS = tool",
+        "orchestration score against the gold DAG. RS = rubric score (needs --judge).",
         "'queue' = waiting for the model (the embedded model runs one call at a time); 'other' = wall time",
         "outside any model or tool call. Overlapping steps share their time (no instant counts twice).",
     ]

@@ -38,7 +38,7 @@ from ..evaluators.predictions import text_answer
 from ..tools import SQL_KINDS, check_kinds, offered
 from ..tools.dab import dab_tools
 from ..tools.postgres import PostgresCluster, PostgresError, prepare_postgres
-from .records import collect, is_lfs_pointer, json_object, read_json
+from .records import collect, is_lfs_pointer, json_object, read_json, read_lines, read_text
 
 if TYPE_CHECKING:
     from ..compare.runlog import ResultRecord
@@ -85,7 +85,7 @@ def load_dataset(folder: Path, hints: bool, build_missing: bool) -> list[Task]:
     description_file = folder / DESCRIPTION_FILES[hints]
     if not description_file.is_file():
         raise TaskLoadError(description_file, None, None, "description file not found")
-    metadata = {"dataset": name, "db_description": description_file.read_text(encoding="utf-8"), "db_config": config}
+    metadata = {"dataset": name, "db_description": read_text(description_file), "db_config": config}
     queries = sorted(query_folders(folder), key=lambda q: int(q.name.removeprefix("query")))
     return collect(queries, lambda query: query_task(query, name, sources, unavailable, metadata))
 
@@ -99,7 +99,7 @@ def read_config(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise TaskLoadError(path, None, None, "file not found")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = yaml.safe_load(read_text(path))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise TaskLoadError(path, mark.line + 1 if mark else None, None, f"invalid YAML: {error}") from error
@@ -212,9 +212,7 @@ def build_sqlite_from_jsonl(json_lines: Path, out: Path, table: str) -> None:
 
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in read_lines(path):
         records.append(json_object(path, number, line))
     if not records:
         raise TaskLoadError(path, None, None, "no records")

@@ -11,6 +11,11 @@ Task.guidelines), `level` (easy/hard), `answer` (dev split only → gold.answer,
 Every task gets the context folder as `data_dir` (file and Python tools read it) and as a FILES
 data source.
 
+Gold out of reach: DABstep publishes dev.jsonl, answers included, in the folder of the context
+files. For a run, `DabStep.prepare` stages a view holding only the context files (hard links, or
+copies across file systems) and points every task's data folder at it; `close` removes it. The file
+tools and the Python sandbox see that view, never the published folder.
+
 payments.csv (~138k rows) is often absent (it is not in our samples). Tasks still load: some
 questions are answerable from the other files (e.g. fee rules in fees.json). Every task carries
 `metadata["needs_payments"]`, a keyword heuristic, neither complete nor exact: True when the
@@ -22,7 +27,10 @@ that are missing (or are Git LFS pointers), for the caller to print.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +42,7 @@ from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionTyp
 from ..compare.tool import Tool, ToolSettings
 from ..evaluators.predictions import text_answer
 from ..tools import default_tools
-from .records import collect, is_lfs_pointer, json_object, read_json
+from .records import collect, is_lfs_pointer, json_object, read_json, read_lines
 
 BENCHMARK = "dabstep"
 TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
@@ -67,9 +75,10 @@ def load_dabstep(path: Path) -> list[Task]:
         seen.add(task.id)
         return task
 
-    # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
-    lines = enumerate(tasks_file.read_text(encoding="utf-8").split("\n"), start=1)
-    return collect(((number, line) for number, line in lines if line.strip()), parse)
+    tasks = collect(read_lines(tasks_file), parse)
+    if not tasks:
+        raise TaskLoadError(tasks_file, None, None, "no tasks: the file is empty")
+    return tasks
 
 
 def dabstep_missing_files(path: Path) -> list[str]:
@@ -91,6 +100,25 @@ def needs_payments(question: str, merchants: set[str]) -> bool:
     if HYPOTHETICAL.search(question):
         return False
     return bool(ACTIVITY.search(question)) or any(merchant in question for merchant in merchants)
+
+
+def _stage_context(folder: Path) -> Path:
+    """A fresh folder holding the context files of `folder` and nothing else."""
+    view = Path(tempfile.mkdtemp(prefix="dabstep-context-"))
+    view.chmod(0o755)  # the sandbox runs as an unprivileged user: it must be able to read the view
+    for name in CONTEXT_FILES:
+        source = folder / name
+        if source.is_file():
+            try:
+                os.link(source, view / name)
+            except OSError:  # another file system, or links not allowed: copy
+                shutil.copy2(source, view / name)
+    return view
+
+
+def _in_view(task: Task, view: Path) -> Task:
+    data = [s.model_copy(update={"location": str(view)}) if s.kind == DataSourceKind.FILES else s for s in task.data]
+    return task.model_copy(update={"data_dir": view, "data": data})
 
 
 def _locate(path: Path) -> tuple[Path, Path]:
@@ -165,6 +193,30 @@ class DabStep(Benchmark):
 
     def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
         return default_tools(task, settings)
+
+    def __init__(self, path: str | Path | None = None, **options: Any) -> None:
+        super().__init__(path, **options)
+        self._views: list[Path] = []
+
+    def prepare(self, tasks: list[Task]) -> list[Task]:
+        """Point every task at a view of its context folder that holds the context files only (the
+        published folder also holds the task files with their answers)."""
+        views: dict[Path, Path] = {}
+        staged = []
+        for task in tasks:
+            if task.data_dir is None:
+                staged.append(task)
+                continue
+            if task.data_dir not in views:
+                views[task.data_dir] = _stage_context(task.data_dir)
+                self._views.append(views[task.data_dir])
+            staged.append(_in_view(task, views[task.data_dir]))
+        return staged
+
+    def close(self) -> None:
+        for view in self._views:
+            shutil.rmtree(view, ignore_errors=True)
+        self._views = []
 
     def warnings(self, tasks: Sequence[Task]) -> list[str]:
         """Missing context files, and which tasks look like they need payments.csv."""

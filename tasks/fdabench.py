@@ -27,8 +27,8 @@ Fields, as published (FORMATS.md) and as this loader maps them:
   `chain_validation` steps ({step, tool, rationale} or strings) become one string each. Other
   rubric keys (task_classification, per-dimension verification) are not kept.
 - metadata: instance_id, db, database_type, db_type, tools_available, frozen_web_search,
-  frozen_vector_search when present, and `gold_subtasks` (validated list of dicts; the DAG scorer
-  reads it from there).
+  frozen_vector_search when present, and `gold_subtasks` (validated list of dicts whose depends_on
+  name known subtasks and form no cycle; the DAG scorer reads it from there).
 
 Databases: database_type bird / spider1 / local, and Spider2-lite ids that are not bq*/sf*
 (Spider2-lite `local*`), are SQLite files at `<db_root>/<db>/<db>.sqlite`; a missing file makes
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import graphlib
 import io
 import json
 import os
@@ -66,7 +67,7 @@ from ..compare.task import (
 )
 from ..compare.tool import Tool, ToolSettings
 from ..tools import default_tools
-from .records import collect, json_object
+from .records import collect, json_object, read_lines
 
 BENCHMARK = "fdabench"
 FILE_STEMS = ("test_singlechoice", "test_multichoice", "test_report")
@@ -141,7 +142,11 @@ def load_fdabench(path: Path | None, *, db_root: Path | None = None) -> list[Tas
         seen[task.id] = where
         return task
 
-    return collect([line for file in _task_files(path) for line in _read_lines(file)], parse)
+    files = _task_files(path)
+    tasks = collect([line for file in files for line in _read_lines(file)], parse)
+    if not tasks:
+        raise TaskLoadError(files[0] if len(files) == 1 else path, None, None, "no tasks: the files are empty")
+    return tasks
 
 
 def default_db_root(path: Path) -> Path:
@@ -170,10 +175,9 @@ def _task_files(path: Path) -> list[Path]:
 
 
 def _read_lines(file: Path) -> list[tuple[_Where, str]]:
-    """The non-blank lines of a JSON Lines file with their positions."""
-    # split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings
-    lines = enumerate(file.read_text(encoding="utf-8").split("\n"), start=1)
-    return [(_Where(file, number), line) for number, line in lines if line.strip()]
+    """The non-blank lines of a JSON Lines file with their positions (a TaskLoadError naming the
+    byte offset when the file is not UTF-8)."""
+    return [(_Where(file, number), line) for number, line in read_lines(file)]
 
 
 def _parse_record(where: _Where, record: dict[str, Any], db_root: Path, exists: Callable[[Path], bool]) -> Task:
@@ -329,11 +333,26 @@ def _parse_subtasks(where: _Where, raw: Any) -> list[dict[str, Any]] | None:
         if not isinstance(node_id, str) or node_id in ids:
             raise where.error(f"{field}.subtask_id", f"must be a unique string, got {node_id!r}")
         ids.append(node_id)
+    dependencies: dict[str, list[str]] = {}
     for position, subtask in enumerate(raw):
-        unknown = sorted(set(_dependencies(where, position, subtask)) - set(ids))
+        dependencies[ids[position]] = _dependencies(where, position, subtask)
+        unknown = sorted(set(dependencies[ids[position]]) - set(ids))
         if unknown:
             raise where.error(f"gold_subtasks.{position}.depends_on", f"unknown subtask ids {unknown}")
+    _refuse_cycle(where, ids, dependencies)
     return raw
+
+
+def _refuse_cycle(where: _Where, ids: list[str], dependencies: dict[str, list[str]]) -> None:
+    """Refuse a depends_on cycle, named from its first subtask: no order of the steps satisfies it."""
+    try:
+        graphlib.TopologicalSorter(dependencies).prepare()
+    except graphlib.CycleError as error:
+        cycle = error.args[1][::-1][:-1]  # reversed, each subtask depends on the next; closing repeat dropped
+        first = min(range(len(cycle)), key=lambda i: ids.index(cycle[i]))
+        path = " → ".join([*cycle[first:], *cycle[:first], cycle[first]])
+        field = f"gold_subtasks.{ids.index(cycle[first])}.depends_on"
+        raise where.error(field, f"depends_on makes a cycle (each subtask depends on the next): {path}") from None
 
 
 def _dependencies(where: _Where, position: int, subtask: dict[str, Any]) -> list[str]:

@@ -43,13 +43,36 @@ def json_object(path: str | Path, line: int, text: str) -> dict[str, Any]:
     return record
 
 
-def read_json(path: str | Path) -> Any:
-    """A whole JSON file; a TaskLoadError naming the file (and line) when it is missing or invalid."""
+def read_text(path: str | Path) -> str:
+    """A whole UTF-8 text file; a TaskLoadError naming the file (and the line and byte offset of the
+    first byte that is not UTF-8) when it is missing, unreadable or binary."""
     path = Path(path)
     if not path.is_file():
         raise TaskLoadError(path, None, None, "file not found")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+    except OSError as error:
+        raise TaskLoadError(path, None, None, f"cannot be read: {error.strerror or error}") from error
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        message = f"not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}"
+        raise TaskLoadError(path, line, None, message) from error
+
+
+def read_lines(path: str | Path) -> list[tuple[int, str]]:
+    """(line number, line) of the non-blank lines of a UTF-8 JSON Lines file. Split on "\\n" only:
+    str.splitlines would also split on U+2028 inside JSON strings."""
+    lines = enumerate(read_text(path).split("\n"), start=1)
+    return [(number, line) for number, line in lines if line.strip()]
+
+
+def read_json(path: str | Path) -> Any:
+    """A whole JSON file; a TaskLoadError naming the file (and line) when it is missing or invalid."""
+    path = Path(path)
+    try:
+        return json.loads(read_text(path))
     except json.JSONDecodeError as error:
         raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
 

@@ -9,7 +9,8 @@
   agent reads its name and the rows as JSON, cut to the context budget
   (`tool_result_max_chars`; the official harness cuts at 10,000 characters).
 - `execute_python(code)`: the sandbox of tools/python_sandbox.py, with every earlier
-  query result defined as its variable (sent as JSON on the program's stdin).
+  query result defined as its variable (written as `variables.json`, beside the code in
+  `code.py`, into the sandbox's working folder before the program starts).
 - `return_answer(answer)`: ends the task with this answer (`FinalToolCall`). It also answers to
   `answer`, the name our workflows finish with (and their writers ask for by name), so every
   workflow finishes on DAB without knowing the profile.
@@ -31,20 +32,24 @@ from ..compare.task import DataSource, DataSourceKind, Task, ToolCall, answer_fr
 from ..compare.tool import FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
 from .files import source_path
 from .mongo import ENGINE, MongoDatabase, MongoQueryError
-from .python_sandbox import PythonTool, run_sandboxed
+from .python_sandbox import PythonTool
 from .sql import BACKENDS, Database, Databases, jsonable, quote_identifier
 
 DAB_TOOL_NAMES = ["list_db", "query_db", "execute_python", "return_answer"]
 RESULT_MAX_ROWS = 100_000  # rows kept per query_db result; the context sees far fewer anyway
 
-# main.py of an execute_python run: the agent's code runs with the stored results as globals;
-# a traceback starts at the agent's code ("<code>", its lines quoted), not at this loader.
-LOADER = """import json, linecache, sys, traceback
-_given = json.load(sys.stdin)
-_code = _given["code"]
+# main.py of an execute_python run: the agent's code (code.py) runs with the stored results
+# (variables.json) as globals, both files in the working folder; a traceback starts at the
+# agent's code ("<code>", its lines quoted), not at this loader.
+CODE_FILE, VARIABLES_FILE = "code.py", "variables.json"
+LOADER = f"""import json, linecache, sys, traceback
+with open("{CODE_FILE}", encoding="utf-8") as _file:
+    _code = _file.read()
+with open("{VARIABLES_FILE}", encoding="utf-8") as _file:
+    _variables = json.load(_file)
 linecache.cache["<code>"] = (len(_code), None, _code.splitlines(keepends=True), "<code>")
 try:
-    exec(compile(_code, "<code>", "exec"), {"__name__": "__main__", **_given["variables"]})
+    exec(compile(_code, "<code>", "exec"), {{"__name__": "__main__", **_variables}})
 except SystemExit:
     raise
 except BaseException as error:
@@ -221,15 +226,8 @@ class DabPythonTool(PythonTool):
         )
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
-        given = json.dumps({"code": arguments["code"], "variables": self.store.variables}, ensure_ascii=False)
-        run = run_sandboxed(
-            LOADER,
-            timeout_s=self.settings.python_timeout_s,
-            memory_mb=self.settings.python_memory_mb,
-            stdin=given.encode(),
-        )
-        out, err = (run.stdout, run.stdout_truncated), (run.stderr, run.stderr_truncated)
-        return self._result(run.exit_status, run.timed_out, out, err)
+        variables = json.dumps(self.store.variables, ensure_ascii=False)
+        return self.execute(LOADER, files={CODE_FILE: arguments["code"], VARIABLES_FILE: variables})
 
 
 class ReturnAnswerTool(Tool):

@@ -1,17 +1,46 @@
-"""Python execution in a sandboxed subprocess: `execute_python`.
+"""Python execution in a bubblewrap sandbox: `execute_python`, and `run_sandboxed` for other code we do not trust.
 
-Each call runs `sys.executable -I` in a fresh temporary folder with a minimal
-environment (PATH, HOME, LANG, DATA_DIR; no API keys). Layers:
+Each call runs `sys.executable -I` under bubblewrap (`bwrap`, 0.8 or newer); the kernel enforces:
 
-- `unshare --net --map-root-user` gives the process an empty network namespace where
-  the kernel allows it (probed once);
-- a prelude sets resource limits (memory, CPU, file size, processes) and installs an
-  audit hook that refuses internet sockets, DNS look-ups and every way of starting a
-  program, so those are blocked even without unshare;
-- a wall-clock timeout kills the whole process group.
+- A private mount namespace whose root is an empty tmpfs showing only, read-only: `/usr` and the
+  `/bin`, `/sbin`, `/lib*` links, the base interpreter (`sys.base_prefix`), and of a virtualenv
+  only its `pyvenv.cfg`, interpreter link and site-packages. The suite itself is masked (an empty
+  tmpfs over its package folder, `/dev/null` over its dist-info, `.pth` and editable finder), so
+  neither the checkout nor the gold answers in it can be read, and `data_agent_compare` does not
+  import. No `/etc`, `/home`, `/root`, `/tmp`, `/sys`. The task's data is read-only at `/data`
+  (`DATA_DIR`); `run_sandboxed(read_only=...)` shows further folders read-only at their own path.
+  The only writable place is `/scratch`, the working folder and HOME: a tmpfs of at most
+  SCRATCH_MAX_BYTES that vanishes with the call. Input files (`main.py`, DAB's `variables.json`)
+  are copied into it, read-only, before the program starts.
+- Own network namespace (only its own loopback: no host service, no abstract Unix socket of the
+  host, no route out), own PID, IPC and UTS namespaces, `/proc` of its own PID namespace, a minimal
+  `/dev`. `--new-session` (no terminal), `--die-with-parent`.
+- An unprivileged user: uid/gid 65534, no capabilities, no_new_privs. Run by another user, bwrap
+  creates a user namespace (uid 65534 inside, the caller outside). Run by root, bwrap runs
+  privileged and `setpriv` drops to uid 65534 in the host's user namespace instead: RLIMIT_NPROC
+  never binds processes whose host uid is 0, and bwrap maps the sandbox uid onto the caller's,
+  so a user namespace would leave a root caller's sandbox without a process limit.
+- rlimits set before the code runs: RLIMIT_AS (memory), RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC
+  (PROCESS_LIMIT processes and threads; as root, on top of uid 65534's other tasks on the host).
+- A wall-clock timeout: the sandbox's init is killed, which kills every process of its PID
+  namespace (also children that called setsid()); the call returns once they are gone. Ctrl-C
+  while waiting does the same; if the caller dies, `--die-with-parent` does.
+- An empty environment but PATH, HOME=/scratch, LANG and DATA_DIR; bwrap itself gets none either.
 
-The audit hook is not a boundary against deliberately hostile code (ctypes can call
-libc directly); the namespace and the rlimits are the kernel-enforced layers.
+Consequences: as root, folders shown in the sandbox must be readable by uid 65534 (`chmod -R o+rX`);
+an unreadable data folder is refused with that advice. Exit statuses above 128 are reported as the
+signal 128+n (bwrap passes a killed program's signal on that way, as a shell does).
+
+An audit hook stays as a convenience layer, not a boundary: it refuses internet sockets, DNS and
+starting programs with a clear message. In the sandbox `os.fork` is allowed (multiprocessing works;
+the process limit binds).
+
+Where bwrap cannot run (not installed, too old, the kernel refuses namespaces: probed once,
+`sandbox_problem()`), `run_sandboxed` raises SandboxUnavailable unless the caller allows the
+unsandboxed fallback (`ToolSettings.unsafe_python`, `--unsafe-python`). That fallback is NOT a
+sandbox: `sys.executable -I` in a temporary folder on the host, with the rlimits, the audit hook
+(which then also refuses os.fork) and `unshare --net` when available; the code can read and write
+whatever the caller can, and a child that calls setsid() can outlive it.
 """
 
 from __future__ import annotations
@@ -21,35 +50,55 @@ import functools
 import json
 import math
 import os
+import select
 import shutil
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
-from ..compare.tool import Tool, ToolResult, ToolSettings
+from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+
+SandboxMode = Literal["bubblewrap", "unsafe", "unavailable"]
 
 OUTPUT_MAX_BYTES = 32_000  # per stream, into the result
 FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE: largest file the code may write (stdout included)
-EXTRA_PROCESSES = 32  # RLIMIT_NPROC headroom above what our user already runs (threads count)
+SCRATCH_MAX_BYTES = 256 << 20  # size of the writable tmpfs
+PROCESS_LIMIT = 128  # RLIMIT_NPROC in the sandbox: processes and threads (numpy starts one per CPU)
+EXTRA_PROCESSES = 32  # unsafe fallback: RLIMIT_NPROC headroom above what our user already runs
+SANDBOX_UID = 65534  # nobody
+TEARDOWN_TIMEOUT_S = 10.0  # the kernel ends a PID namespace in milliseconds; this only bounds a hang
+SCRATCH = "/scratch"
+DATA_MOUNT = "/data"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+INPUT_FILE_MODE = "0444"
+UNSAFE_NOTE = "[ran WITHOUT the sandbox: bubblewrap is unavailable and --unsafe-python is set]"
+PACKAGE = __package__.partition(".")[0]  # data_agent_compare: masked in the sandbox
 
-# Runs before the user's code (from main.py in the working folder). Limits are set here
-# rather than in a preexec_fn, which is unsafe in a multi-threaded parent like the runner.
+# Runs before the code (main.py in the working folder). Limits are set here rather than in a
+# preexec_fn, which is unsafe in a multi-threaded parent like the runner.
 PRELUDE = r"""
-import json, resource, sys, traceback
+import json, os, resource, sys, traceback
 
-for _name, _value in json.loads(sys.argv[1]).items():
+os.environ.pop("PWD", None)  # bwrap sets it on --chdir; the environment is only what we set
+_config = json.loads(sys.argv[1])
+for _name, _value in _config["limits"].items():
     resource.setrlimit(getattr(resource, _name), (_value, _value))
 
 _BLOCKED = {
-    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-    "pty.spawn", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex",
-    "socket.gethostbyaddr", "socket.getnameinfo",
+    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn",
+    "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr",
+    "socket.getnameinfo",
 }
+if _config["block_fork"]:
+    _BLOCKED |= {"os.fork", "os.forkpty"}
 
 def _guard(event, args):
     # socket.__new__ args: (socket, family, type, proto); 1 is AF_UNIX, the only family allowed
@@ -70,35 +119,8 @@ except BaseException as _error:
 """
 
 
-@functools.cache
-def network_namespace_available() -> bool:
-    """Whether `unshare --net --map-root-user` works here (needs unprivileged user namespaces)."""
-    if shutil.which("unshare") is None:
-        return False
-    try:
-        probe = subprocess.run(["unshare", "--net", "--map-root-user", "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
-
-
-def _user_task_count() -> int:
-    """Threads our uid runs now: RLIMIT_NPROC counts all of them, so the limit must start above."""
-    uid, count = os.getuid(), 0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid:
-                count += int(fields["Threads"])
-        except (OSError, KeyError, ValueError):  # the process ended while we looked
-            continue
-    return count
-
-
-def _read_capped(stream: IO[bytes]) -> tuple[str, bool]:
-    stream.seek(0)
-    raw = stream.read(OUTPUT_MAX_BYTES + 1)
-    return raw[:OUTPUT_MAX_BYTES].decode("utf-8", errors="replace"), len(raw) > OUTPUT_MAX_BYTES
+class SandboxUnavailable(RuntimeError):
+    """bwrap cannot run here and the caller did not allow the unsandboxed fallback."""
 
 
 @dataclass(frozen=True)
@@ -111,66 +133,434 @@ class SandboxRun:
     stderr: str
     stdout_truncated: bool
     stderr_truncated: bool
+    mode: Literal["bubblewrap", "unsafe"] = "bubblewrap"
 
 
-def _limits(timeout_s: float, memory_mb: int) -> dict[str, int]:
-    return {
-        "RLIMIT_AS": memory_mb << 20,
-        "RLIMIT_CPU": math.ceil(timeout_s) + 1,
-        "RLIMIT_FSIZE": FILE_SIZE_LIMIT,
-        "RLIMIT_NPROC": _user_task_count() + EXTRA_PROCESSES,
-    }
+# ---------------------------------------------------------------- availability
 
 
-def _environment(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", **(extra or {})}
-
-
-def _wait(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+@functools.cache
+def sandbox_problem() -> str | None:
+    """Why bubblewrap cannot run here, or None when it can (probed once per process)."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    if _privileged() and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed; as root it drops the sandbox to uid 65534"
     try:
-        process.wait(timeout=timeout_s)
-        return False
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):  # it may have ended just now
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return True
+        probe = _run_bubblewrap({"main.py": "print('ok')"}, timeout_s=30, memory_mb=512)
+    except OSError as error:
+        return f"bwrap failed to start: {error}"
+    if probe.exit_status == 0 and probe.stdout == "ok\n":
+        return None
+    detail = " ".join(probe.stderr.split())[:300] or f"exit status {probe.exit_status}"
+    needs_newer = " (bubblewrap 0.8 or newer is needed)" if "Unknown option" in probe.stderr else ""
+    return f"bwrap failed: {detail}{needs_newer}"
+
+
+def sandbox_mode(settings: ToolSettings) -> SandboxMode:
+    """How execute_python runs under these settings: bubblewrap whenever it works; `unsafe` only as
+    the fallback the user allowed with --unsafe-python; else `unavailable` (calls are refused)."""
+    if sandbox_problem() is None:
+        return "bubblewrap"
+    return "unsafe" if settings.unsafe_python else "unavailable"
+
+
+def refusal(problem: str) -> str:
+    return (
+        f"execute_python is refused: the bubblewrap sandbox cannot run here ({problem}). "
+        "Install bubblewrap (apt-get install bubblewrap), or pass --unsafe-python to run "
+        "model-written Python without a sandbox."
+    )
+
+
+# ---------------------------------------------------------------- running
 
 
 def run_sandboxed(
-    code: str, *, timeout_s: float, memory_mb: int, env: Mapping[str, str] | None = None, stdin: bytes = b""
+    code: str,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    data_dir: Path | None = None,
+    read_only: Sequence[Path] = (),
+    files: Mapping[str, str | bytes] | None = None,
+    stdin: bytes = b"",
+    allow_unsandboxed: bool = False,
 ) -> SandboxRun:
-    """Run `code` as main.py in a fresh temporary folder under every layer in the module docstring.
+    """Run `code` as main.py under every layer in the module docstring.
 
-    `env` is added to the minimal environment; `stdin` is what the program reads on its stdin.
+    `data_dir` is shown read-only at /data (DATA_DIR), each of `read_only` read-only at its own
+    path; `files` (name -> content) are put in the working folder first; `stdin` is the program's
+    stdin. Without bubblewrap this raises SandboxUnavailable, or with `allow_unsandboxed` runs
+    the unsandboxed fallback (`SandboxRun.mode == "unsafe"`). A folder to show that uid 65534
+    cannot read (root callers) is a PermissionError, a missing one a FileNotFoundError.
     """
-    with (
-        tempfile.TemporaryDirectory(prefix="sandbox-") as work,
-        tempfile.TemporaryFile() as given,  # outside the sandbox folder, so the code cannot touch them
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-    ):
-        Path(work, "main.py").write_text(code, encoding="utf-8")
-        given.write(stdin)
-        given.seek(0)
-        prefix = ["unshare", "--net", "--map-root-user"] if network_namespace_available() else []
-        command = [*prefix, sys.executable, "-I", "-c", PRELUDE, json.dumps(_limits(timeout_s, memory_mb))]
-        # start_new_session: its own process group, so a timeout kills everything it started
+    inputs = {"main.py": code, **(files or {})}
+    problem = sandbox_problem()
+    if problem is None:
+        return _run_bubblewrap(inputs, timeout_s, memory_mb, data_dir, read_only, stdin)
+    if not allow_unsandboxed:
+        raise SandboxUnavailable(refusal(problem))
+    return _run_unsafe(inputs, timeout_s, memory_mb, data_dir, stdin)
+
+
+def _privileged() -> bool:
+    return os.geteuid() == 0
+
+
+def _run_bubblewrap(
+    inputs: Mapping[str, str | bytes],
+    timeout_s: float,
+    memory_mb: int,
+    data_dir: Path | None = None,
+    read_only: Sequence[Path] = (),
+    stdin: bytes = b"",
+) -> SandboxRun:
+    shown = [*([data_dir] if data_dir else []), *read_only]
+    if _privileged():
+        _check_readable_by_sandbox_user(shown)
+    with contextlib.ExitStack() as stack:
+        input_fds = {name: _anonymous_file(stack, content).fileno() for name, content in inputs.items()}
+        given = _anonymous_file(stack, stdin)
+        info, out, err = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(3))
+        limits = _limits(timeout_s, memory_mb, PROCESS_LIMIT + _task_count(SANDBOX_UID) if _privileged() else None)
+        program = [sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": False})]
+        command = bubblewrap_command(program, data_dir, read_only, input_fds, info.fileno())
+        # bwrap gets an empty environment too: the sandbox's /proc/1/environ is bwrap's
         process = subprocess.Popen(
             command,
-            cwd=work,
-            env=_environment(work, env),
+            env={},
+            cwd="/",
             stdin=given,
             stdout=out,
             stderr=err,
-            start_new_session=True,
+            pass_fds=[*input_fds.values(), info.fileno()],
+            start_new_session=True,  # Ctrl-C in the terminal reaches us, not bwrap: we tear it down
         )
-        timed_out = _wait(process, timeout_s)
+        timed_out = _supervise(process, info.fileno(), timeout_s)
         (stdout, out_cut), (stderr, err_cut) = _read_capped(out), _read_capped(err)
-        return SandboxRun(process.returncode, timed_out, stdout, stderr, out_cut, err_cut)
+        return SandboxRun(_exit_status(process.returncode), timed_out, stdout, stderr, out_cut, err_cut)
+
+
+def _anonymous_file(stack: contextlib.ExitStack, content: str | bytes) -> IO[bytes]:
+    """An unlinked temporary file holding `content`, positioned at its start (bwrap reads it by fd)."""
+    file = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 - the stack closes it
+    file.write(content.encode() if isinstance(content, str) else content)
+    file.flush()
+    file.seek(0)
+    return file
+
+
+def _check_readable_by_sandbox_user(folders: Iterable[Path]) -> None:
+    for folder in folders:
+        status = folder.stat()
+        mode = status.st_mode
+        if status.st_uid != SANDBOX_UID and mode & 0o005 != 0o005:
+            raise PermissionError(
+                f"the sandbox runs as uid {SANDBOX_UID} and cannot read {folder} (mode {mode & 0o777:o}); "
+                f"make it readable: chmod -R o+rX {folder}"
+            )
+
+
+def _exit_status(returncode: int) -> int:
+    """bwrap exits with 128+n when the program was killed by signal n."""
+    if returncode > 128 and (returncode - 128) in signal.valid_signals():
+        return -(returncode - 128)
+    return returncode
+
+
+def _supervise(process: subprocess.Popen[bytes], info_fd: int, timeout_s: float) -> bool:
+    """Wait for the program (True if it timed out), then end the whole sandbox before returning.
+
+    bwrap exits as soon as the program does, while its init (pid 1 of the sandbox) still waits
+    for orphans such as a setsid() child. So the init is followed by a pidfd taken while bwrap
+    still runs, and killed at the end whatever happened: the kernel then kills every process of
+    the PID namespace, and the init's pidfd turns readable only once they are all gone.
+    """
+    deadline = time.monotonic() + timeout_s
+    init = None
+    try:
+        init = _sandbox_init(process, info_fd, deadline)
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    except BaseException:  # Ctrl-C or another error while waiting: nothing may outlive the call
+        _tear_down(process, init)
+        raise
+    _tear_down(process, init)
+    return timed_out
+
+
+def _tear_down(process: subprocess.Popen[bytes], init: int | None) -> None:
+    if init is None:  # never saw the init: killing bwrap kills it (--die-with-parent)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+        gone = select.poll()  # not select(): a busy runner's fds may exceed FD_SETSIZE
+        gone.register(init, select.POLLIN)
+        gone.poll(TEARDOWN_TIMEOUT_S * 1000)  # readable once it and its whole namespace are gone
+        os.close(init)
+    try:
+        process.wait(timeout=TEARDOWN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _sandbox_init(process: subprocess.Popen[bytes], info_fd: int, deadline: float) -> int | None:
+    """A pidfd of the sandbox's init, from bwrap's --info-fd `child-pid`, taken while bwrap runs.
+
+    bwrap writes the pid right after creating the init, long before a program can end; None if
+    bwrap ended (or the deadline passed) first.
+    """
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            child = int(json.loads(os.pread(info_fd, 4096, 0))["child-pid"])
+        except (ValueError, KeyError):  # not written yet
+            time.sleep(0.002)
+            continue
+        try:
+            pidfd = os.pidfd_open(child)
+        except OSError:
+            return None
+        if _parent_of(child) == process.pid:  # checked after pidfd_open: the pidfd is that child's
+            return pidfd
+        os.close(pidfd)
+        return None
+    return None
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# ---------------------------------------------------------------- the bwrap command line
+
+
+@dataclass
+class _Mounts:
+    """Host paths shown read-only at the same place, symlinks to recreate, suite entries to mask."""
+
+    trees: list[Path] = field(default_factory=list)
+    links: dict[Path, str] = field(default_factory=dict)  # link -> target
+    masks: list[Path] = field(default_factory=list)
+
+    def visible(self, path: Path) -> bool:
+        return any(path.is_relative_to(tree) for tree in self.trees)
+
+    def show(self, paths: Iterable[Path]) -> None:
+        for path in sorted(set(paths), key=lambda p: len(p.parts)):  # outer folders first
+            if not self.visible(path):
+                self.trees = [tree for tree in self.trees if not tree.is_relative_to(path)] + [path]
+
+
+def _system_mounts() -> _Mounts:
+    mounts = _Mounts()
+    mounts.show([Path("/usr")])
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        top = Path("/", name)
+        if top.is_symlink():
+            mounts.links[top] = os.readlink(top)
+        elif top.is_dir():
+            mounts.show([top])
+    return mounts
+
+
+def _site_dirs() -> list[Path]:
+    """Where installed packages live, for this interpreter and its base."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    found = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    found += [sysconfig.get_paths(vars=base)[key] for key in ("purelib", "platlib")]
+    found += site.getsitepackages()
+    return [Path(p) for p in dict.fromkeys(found) if Path(p).is_dir()]
+
+
+def _python_mounts(mounts: _Mounts) -> None:
+    """The interpreter and installed packages, but of a virtualenv in a checkout nothing else."""
+    runtime = [Path(sys.base_prefix), Path(sys.base_exec_prefix)]
+    if sys.prefix != sys.base_prefix:
+        runtime.append(Path(sys.prefix, "pyvenv.cfg"))
+    mounts.show([*runtime, *_site_dirs()])
+    executable = Path(sys.executable)
+    if executable.is_symlink():
+        target = Path(os.path.realpath(executable))
+        mounts.show([target])
+        if not mounts.visible(executable):
+            mounts.links[executable] = str(target)
+    else:
+        mounts.show([executable])
+
+
+def _suite_masks(mounts: _Mounts) -> None:
+    """The suite's own files wherever they would be visible: its package, dist-info, editable finder."""
+    own = [Path(__file__).resolve().parents[1]]
+    for folder in _site_dirs():
+        for pattern in (f"{PACKAGE}*", f"__editable__*{PACKAGE}*", f"__pycache__/__editable__*{PACKAGE}*"):
+            own += folder.glob(pattern)
+    mounts.masks = sorted({path for path in own if mounts.visible(path)})
+
+
+def _parent_folders(mounts: _Mounts, targets: Iterable[Path]) -> list[Path]:
+    """Folders to create in the sandbox's root so each target has a path (bwrap's own are mode 0700)."""
+    parents = {parent for target in targets for parent in target.parents if parent != Path("/")}
+    return sorted((p for p in parents if not mounts.visible(p)), key=lambda p: len(p.parts))
+
+
+def bubblewrap_command(
+    program: Sequence[str],
+    data_dir: Path | None = None,
+    read_only: Sequence[Path] = (),
+    input_fds: Mapping[str, int] | None = None,
+    info_fd: int | None = None,
+) -> list[str]:
+    """The bwrap command line running `program` (see the module docstring for each layer)."""
+    mounts = _system_mounts()
+    _python_mounts(mounts)
+    mounts.show(Path(p).resolve() for p in read_only)
+    _suite_masks(mounts)
+    command = [shutil.which("bwrap") or "bwrap", *_isolation_options()]
+    for folder in _parent_folders(mounts, [*mounts.trees, *mounts.links]):
+        command += ["--perms", "0755", "--dir", str(folder)]
+    for tree in sorted(mounts.trees, key=lambda p: len(p.parts)):
+        command += ["--ro-bind", str(tree), str(tree)]
+    for link, target in mounts.links.items():
+        command += ["--symlink", target, str(link)]
+    for mask in mounts.masks:  # an empty folder or file in its place
+        empty = ["--perms", "0555", "--size", "4096", "--tmpfs"] if mask.is_dir() else ["--ro-bind", "/dev/null"]
+        command += [*empty, str(mask)]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    command += ["--perms", "1777", "--size", str(SCRATCH_MAX_BYTES), "--tmpfs", SCRATCH]
+    for name, fd in (input_fds or {}).items():
+        command += ["--perms", INPUT_FILE_MODE, "--file", str(fd), f"{SCRATCH}/{name}"]
+    environment = {"PATH": SANDBOX_PATH, "HOME": SCRATCH, "LANG": "C.UTF-8"}
+    if data_dir is not None:
+        command += ["--ro-bind", str(data_dir), DATA_MOUNT]
+        environment["DATA_DIR"] = DATA_MOUNT
+    command += ["--chdir", SCRATCH, "--clearenv"]
+    for name, value in environment.items():
+        command += ["--setenv", name, value]
+    if info_fd is not None:
+        command += ["--info-fd", str(info_fd)]
+    return [*command, "--", *_drop_to_sandbox_user(), *program]
+
+
+def _isolation_options() -> list[str]:
+    common = ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if _privileged():  # no user namespace: setpriv drops to uid 65534 (see the module docstring)
+        keep = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        return [*namespaces, "--cap-drop", "ALL", *keep, *common]
+    ids = ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    return ["--unshare-all", "--unshare-user", "--disable-userns", *ids, *common]
+
+
+def _drop_to_sandbox_user() -> list[str]:
+    if not _privileged():
+        return []
+    ids = [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+    return [shutil.which("setpriv") or "setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+# ---------------------------------------------------------------- limits and output
+
+
+def _task_count(uid: int) -> int:
+    """Threads `uid` runs now: RLIMIT_NPROC counts all of them, so a limit must start above."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+        except (OSError, KeyError, ValueError):  # the process ended while we looked
+            continue
+    return count
+
+
+def _limits(timeout_s: float, memory_mb: int, processes: int | None) -> dict[str, int]:
+    limits = {
+        "RLIMIT_AS": memory_mb << 20,
+        "RLIMIT_CPU": math.ceil(timeout_s) + 1,
+        "RLIMIT_FSIZE": FILE_SIZE_LIMIT,
+    }
+    return limits if processes is None else {**limits, "RLIMIT_NPROC": processes}
+
+
+def _read_capped(stream: IO[bytes]) -> tuple[str, bool]:
+    stream.seek(0)
+    raw = stream.read(OUTPUT_MAX_BYTES + 1)
+    return raw[:OUTPUT_MAX_BYTES].decode("utf-8", errors="replace"), len(raw) > OUTPUT_MAX_BYTES
+
+
+# ---------------------------------------------------------------- the unsandboxed fallback
+
+
+@functools.cache
+def network_namespace_available() -> bool:
+    """Whether `unshare --net --map-root-user` works here (needs unprivileged user namespaces)."""
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        probe = subprocess.run(["unshare", "--net", "--map-root-user", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def _run_unsafe(
+    inputs: Mapping[str, str | bytes], timeout_s: float, memory_mb: int, data_dir: Path | None, stdin: bytes
+) -> SandboxRun:
+    """NOT a sandbox (module docstring): only rlimits, the audit hook and, where possible, no network."""
+    with (
+        tempfile.TemporaryDirectory(prefix="sandbox-") as work,
+        tempfile.TemporaryFile() as given,  # outside the working folder, so the code cannot touch them
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+    ):
+        for name, content in inputs.items():
+            Path(work, name).write_bytes(content.encode() if isinstance(content, str) else content)
+        given.write(stdin)
+        given.seek(0)
+        limits = _limits(timeout_s, memory_mb, _task_count(os.getuid()) + EXTRA_PROCESSES)
+        prefix = ["unshare", "--net", "--map-root-user"] if network_namespace_available() else []
+        command = [*prefix, sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": True})]
+        environment = {"PATH": SANDBOX_PATH, "HOME": work, "LANG": "C.UTF-8"}
+        if data_dir is not None:
+            environment["DATA_DIR"] = str(data_dir)
+        process = subprocess.Popen(
+            command, cwd=work, env=environment, stdin=given, stdout=out, stderr=err, start_new_session=True
+        )
+        timed_out = _wait_unsafe(process, timeout_s)
+        (stdout, out_cut), (stderr, err_cut) = _read_capped(out), _read_capped(err)
+        return SandboxRun(process.returncode, timed_out, stdout, stderr, out_cut, err_cut, mode="unsafe")
+
+
+def _wait_unsafe(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    try:
+        process.wait(timeout=timeout_s)
+        return False
+    except BaseException as interruption:  # kill its process group (a setsid() child escapes it)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended just now
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if isinstance(interruption, subprocess.TimeoutExpired):
+            return True
+        raise
+
+
+# ---------------------------------------------------------------- the tool
 
 
 class PythonTool(Tool):
+    """execute_python: the program runs under bubblewrap; where bubblewrap cannot run, calls are
+    refused, unless `settings.unsafe_python` allows running it UNSANDBOXED (said in each result)."""
+
     name = "execute_python"
 
     def __init__(self, settings: ToolSettings, data_dir: Path | None = None) -> None:
@@ -190,28 +580,44 @@ class PythonTool(Tool):
         )
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
-        run = run_sandboxed(
-            arguments["code"],
-            timeout_s=self.settings.python_timeout_s,
-            memory_mb=self.settings.python_memory_mb,
-            env={"DATA_DIR": str(self.data_dir)} if self.data_dir else None,
-        )
-        out, err = (run.stdout, run.stdout_truncated), (run.stderr, run.stderr_truncated)
-        return self._result(run.exit_status, run.timed_out, out, err)
+        return self.execute(arguments["code"], data_dir=self.data_dir)
 
-    def _result(self, status: int, timed_out: bool, out: tuple[str, bool], err: tuple[str, bool]) -> ToolResult:
-        (stdout, out_cut), (stderr, err_cut) = out, err
+    def execute(
+        self, program: str, *, files: Mapping[str, str | bytes] | None = None, data_dir: Path | None = None
+    ) -> ToolResult:
+        """Run `program` as main.py with `files` beside it; a refusal is a ToolError the agent reads."""
+        try:
+            run = run_sandboxed(
+                program,
+                timeout_s=self.settings.python_timeout_s,
+                memory_mb=self.settings.python_memory_mb,
+                data_dir=data_dir,
+                files=files,
+                allow_unsandboxed=self.settings.unsafe_python,
+            )
+        except (SandboxUnavailable, OSError) as error:  # refused, or a data folder it cannot show
+            raise ToolError(str(error)) from None
+        return self._result(run)
+
+    def _result(self, run: SandboxRun) -> ToolResult:
+        stdout, stderr, cut = run.stdout, run.stderr, run.stdout_truncated or run.stderr_truncated
         parts = [stdout] if stdout else []
         if stderr:
             parts.append(f"[stderr]\n{stderr}")
-        if out_cut or err_cut:
+        if cut:
             parts.append(f"[output truncated at {OUTPUT_MAX_BYTES} bytes per stream]")
-        error = self._failure(status, timed_out, stderr)
+        error = self._failure(run.exit_status, run.timed_out, stderr)
         parts.append(f"[{error}]" if error else "[exit status 0]")
-        data = {"exit_status": status, "timed_out": timed_out, "stdout": stdout, "stderr": stderr}
-        return ToolResult(
-            success=error is None, content="\n".join(parts), data=data, truncated=out_cut or err_cut, error=error
-        )
+        if run.mode == "unsafe":
+            parts.append(UNSAFE_NOTE)
+        data = {
+            "exit_status": run.exit_status,
+            "timed_out": run.timed_out,
+            "stdout": stdout,
+            "stderr": stderr,
+            "sandbox": run.mode,
+        }
+        return ToolResult(success=error is None, content="\n".join(parts), data=data, truncated=cut, error=error)
 
     def _failure(self, status: int, timed_out: bool, stderr: str) -> str | None:
         if timed_out:

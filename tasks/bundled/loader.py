@@ -13,7 +13,7 @@ from ...compare.task import Answer, DataSource, Task
 from ...compare.tool import Tool, ToolSettings
 from ...tools import default_tools
 from ..fdabench import FdaBench, fdabench_prediction
-from ..records import collect, json_object
+from ..records import collect, json_object, read_lines
 
 BUNDLED_ROOT = Path(__file__).resolve().parent
 TASKS_FILE = "tasks.jsonl"
@@ -55,8 +55,10 @@ def load_bundled(root: Path | None = None) -> list[Task]:
         seen.add(task.id)
         return resolve_data(task, path.parent)
 
-    lines = enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-    return collect(((number, line) for number, line in lines if line.strip()), parse)
+    tasks = collect(read_lines(path), parse)
+    if not tasks:
+        raise TaskLoadError(path, None, None, "no tasks: the file is empty")
+    return tasks
 
 
 def parse_line(path: Path, number: int, line: str) -> Task:

@@ -232,3 +232,19 @@ def test_listings_of_what_is_registered():
     models = {row["alias"]: row for row in json.loads(runner.invoke(app, ["models", "--json"]).output)}
     assert models["gpt-5"]["provider"] == "openrouter" and models["gpt-5"]["model id"] == "openai/gpt-5"
     assert models["gpt-5"]["$/Mtok"] == "1.25 in / 10 out" and models["local"]["provider"] == "local"
+
+
+def test_a_password_in_the_base_url_never_reaches_the_run_directory(tmp_path):
+    from helpers import FakeOpenAIServer, tool_call_response
+
+    out = tmp_path / "run"
+    with FakeOpenAIServer(default=tool_call_response([("c1", "answer", '{"answer": "A"}')])) as fake:
+        base_url = fake.base_url.replace("http://", "http://alice:hunter2-secret@")
+        result = runner.invoke(
+            app, ["--models", "openai-compatible:m", "--base-url", base_url, "--limit", "1", "--out", str(out)]
+        )
+    assert result.exit_code == 0, result.output
+    everything = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    assert "hunter2-secret" not in everything and "alice:***@" in everything
+    resumed = runner.invoke(app, ["--resume", "--out", str(out)])
+    assert resumed.exit_code == 2 and "give --base-url again" in resumed.output

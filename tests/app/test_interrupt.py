@@ -1,4 +1,5 @@
-"""Ctrl-C during a run: the process stops at once, keeps every finished record, and --resume finishes the run."""
+"""Ctrl-C or SIGTERM during a run: the process stops at once with its own exit status, keeps every finished
+record, marks the manifest `interrupted`, and --resume finishes the run."""
 
 import json
 import signal
@@ -50,3 +51,31 @@ def test_ctrl_c_stops_without_waiting_for_the_call_in_flight_and_resume_finishes
     records = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(r["task_id"] for r in records) == ["BND001", "BND005", "BND009", "BND013"]
     assert json.loads((out / "manifest.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.slow  # two real `compare` processes and a slow fake model: ~15 s
+def test_sigterm_stops_with_exit_143_and_one_line_and_resume_finishes(tmp_path):
+    out = tmp_path / "run"
+    tasks = "BND001,BND005,BND009"
+    answer = tool_call_response([("c1", "answer", '{"answer": "A"}')])
+    with FakeOpenAIServer(latency_s=2.0, default=answer) as fake:
+        flags = ["--base-url", fake.base_url, "--task-ids", tasks, "--out", str(out)]
+        process = subprocess.Popen(compare(*flags), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        results = out / "results.jsonl"
+        deadline = time.monotonic() + 60
+        while not (results.exists() and results.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        last_line = process.stderr.read().strip().splitlines()[-1]
+
+        assert code == 143, last_line
+        assert last_line.startswith("stopped by SIGTERM;") and f"compare --resume --out {out}" in last_line
+        assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+        assert not list(out.rglob("*.tmp"))
+        resumed = subprocess.run(
+            compare("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(r["task_id"] for r in records) == tasks.split(",")

@@ -4,12 +4,14 @@ import json
 
 import pytest
 
-from data_agent_compare.app import runner
 from data_agent_compare.app.config import ConfigError
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import Answer, CallContext, Message, ModelRequest, RunContext, System, Task
+from data_agent_compare.compare import SCORERS, Answer, CallContext, Message, ModelRequest, RunContext, System, Task
 from data_agent_compare.compare.runlog import read_records
+from data_agent_compare.compare.scorer import register_scorer, reports
 from data_agent_compare.providers.scripted import tool_call_message
+from data_agent_compare.reports import summarize
+from data_agent_compare.tasks.bundled import BundledBenchmark
 
 from helpers import load_tasks, make_plan, registered_system
 
@@ -96,15 +98,50 @@ def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, s
     assert record["model_calls"] == len([s for s in system_trace["steps"] if s["kind"] == "model_call"]) == 1
 
 
-def test_a_failing_scorer_keeps_the_answer_and_says_why(tmp_path, scripted_model, monkeypatch):
+class ExplodingScorerBench(BundledBenchmark):
+    """The bundled benchmark scored by a test scorer that fails on one task."""
 
-    def broken_score(*args, **kwargs):
+    scorers = ("test_exploding_on_t2", "tool_success")
+
+
+@reports("exact_match")
+def exploding_on_t2(task, answer, trace, judge):
+    if task.id == "T2":
         raise ZeroDivisionError("scorer bug")
+    return {"exact_match": 1.0}
 
-    monkeypatch.setattr(runner, "score", broken_score)
-    task = load_tasks("bundled")[0]
-    plan = make_plan(tmp_path, [task], scripted_model(answer_a), ["tool_use"])
+
+@pytest.fixture
+def exploding_scorer():
+    register_scorer("test_exploding_on_t2")(exploding_on_t2)
+    yield
+    SCORERS.unregister("test_exploding_on_t2")
+
+
+def test_a_failing_scorer_keeps_the_task_in_the_denominator_and_says_why(tmp_path, scripted_model, exploding_scorer):
+    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:3]
+    tasks = [t.model_copy(update={"id": f"T{i}"}) for i, t in enumerate(tasks, start=1)]
+    plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["tool_use"], benchmark=ExplodingScorerBench())
     execute(plan)
-    (record,) = records_of(plan.run_dir)
-    assert record["answer"]["choices"] == ["A"] and record["status"] == "completed"
-    assert record["scores"] == {} and record["scoring_error"] == "ZeroDivisionError: scorer bug"
+    records = {r.task_id: r for r in read_records(plan.run_dir)[0]}
+    failed = records["T2"]
+    assert failed.answer["choices"] == ["A"] and failed.status == "completed"  # the answer paid for is kept
+    assert failed.scores["exact_match"] == 0.0 and failed.scores["sr"] == 1.0  # its verdict is a failure
+    assert failed.scoring_error == "test_exploding_on_t2: ZeroDivisionError: scorer bug"
+    (row,) = summarize(list(records.values()))
+    assert row.accuracy_n == 3 and row.accuracy == pytest.approx(2 / 3) and row.scoring_errors == 1
+
+
+def test_a_provider_failure_is_an_infrastructure_error_not_the_systems(tmp_path, scripted_model):
+    from data_agent_compare.compare import ModelError
+
+    def provider_down(request: ModelRequest, context: CallContext) -> Message:
+        raise ModelError("HTTP 503: upstream unavailable (gave up after 3 attempt(s))", status_code=503, attempts=3)
+
+    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:1]
+    plan = make_plan(tmp_path, tasks, scripted_model(provider_down), ["tool_use"])
+    execute(plan)
+    (record,) = read_records(plan.run_dir)[0]
+    assert record.status == "infra_error" and "HTTP 503" in record.error
+    (row,) = summarize([record])
+    assert row.infra_errors == 1 and row.errors == 0 and row.accuracy is None and row.accuracy_n == 0

@@ -85,3 +85,38 @@ def test_bad_tasks_path_exits_2_with_the_loader_error(tmp_path):
     result = runner.invoke(app, flags)
     assert result.exit_code == 2
     assert "queries.json:0" in result.output and "field" in result.output
+
+
+def test_a_scorer_exploding_on_one_record_loses_no_other_row(tmp_path):
+    """One prediction makes a scorer raise: its row is written with the failure and the error, and
+    every other row is written too (rows go out as they are scored)."""
+
+    from data_agent_compare.compare import BENCHMARKS, SCORERS, register_benchmark, register_scorer, reports
+    from data_agent_compare.tasks.dabstep import DabStep
+
+    @reports("correct")
+    def fragile(task, answer, trace, judge):
+        if answer.text == "boom":
+            raise ArithmeticError("29-digit number")
+        return {"correct": 1.0}
+
+    class FragileDabStep(DabStep):
+        name = "test_fragile_dabstep"
+        scorers = ("test_fragile", "tool_success")
+
+    register_scorer("test_fragile")(fragile)
+    register_benchmark(FragileDabStep)
+    try:
+        dev = [json.loads(line) for line in (FIXTURES / "dabstep/dev.jsonl").read_text().splitlines()]
+        records = [
+            {"task_id": t["task_id"], "agent_answer": "boom" if i == 3 else t["answer"]} for i, t in enumerate(dev)
+        ]
+        result, rows = score(tmp_path, "test_fragile_dabstep", FIXTURES / "dabstep", records)
+    finally:
+        BENCHMARKS.unregister("test_fragile_dabstep")
+        SCORERS.unregister("test_fragile")
+    assert result.exit_code == 1 and "scorer failed on" in result.output
+    assert len(rows) == len(dev)
+    exploded = rows[dev[3]["task_id"]]
+    assert exploded["correct"] == 0.0 and "ArithmeticError: 29-digit number" in exploded["scoring_error"]
+    assert all(rows[t["task_id"]]["correct"] == 1.0 for i, t in enumerate(dev) if i != 3)

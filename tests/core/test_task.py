@@ -115,6 +115,32 @@ def test_dag_referencing_unknown_node_is_rejected():
         GoldDag(nodes=[DagNode(id="a")], edges=[DagEdge(source="a", target="b")])
 
 
+def test_dag_whose_order_edges_make_a_cycle_is_rejected_naming_it():
+    nodes = [DagNode(id=node_id) for node_id in ("x", "a", "b", "c")]
+    mixed = [
+        DagEdge(source="b", target="c"),
+        DagEdge(source="c", target="a", type=EdgeType.SOFT_DEP),  # a preferred order is an order too
+        DagEdge(source="a", target="b"),
+    ]
+    with pytest.raises(ValidationError, match="cycle in its HARD_DEP/SOFT_DEP edges: a → b → c → a"):
+        GoldDag(nodes=nodes, edges=mixed)
+    with pytest.raises(ValidationError, match="edges: x → x"):
+        GoldDag(nodes=nodes, edges=[DagEdge(source="x", target="x")])
+
+
+def test_acyclic_dag_with_alternatives_is_accepted():
+    nodes = [DagNode(id=node_id) for node_id in ("sql", "web", "vec", "report")]
+    edges = [
+        DagEdge(source="sql", target="report"),
+        DagEdge(source="web", target="vec", type=EdgeType.SOFT_DEP),
+        DagEdge(source="vec", target="web", type=EdgeType.ALT_GROUP),  # alternatives, no order
+        DagEdge(source="vec", target="report", type=EdgeType.SOFT_DEP),
+    ]
+    dag = GoldDag(nodes=nodes, edges=edges, alt_groups={"search": {"node_ids": ["web", "vec"]}})
+    assert [e.type for e in dag.edges].count(EdgeType.ALT_GROUP) == 1
+    assert dag.alt_groups["search"].min_required == 1
+
+
 def test_answer_tool_arguments_become_typed_answers():
     choice = Task(
         id="x", benchmark="b", question="q", question_type=QuestionType.MULTIPLE_CHOICE, options={"A": "1", "B": "2"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from data_agent_compare.compare.task import AltGroup, DagEdge, DagNode, EdgeType, Gold, GoldDag, Task
 from data_agent_compare.compare.trace import Phase, ToolCallStep, Trace
+from data_agent_compare.evaluators import dag as dag_module
 from data_agent_compare.evaluators.dag import (
     alt_groups,
     canonical_tool,
@@ -235,6 +237,82 @@ def test_components_of_one_run(chain):
     assert result.critical_path == CHAIN_IDS
 
 
+# ---------------------------------------------------------------- the best valid assignment
+
+
+def sql_python_sql() -> GoldDag:
+    """A:sql → B:python → C:sql (HARD_DEP), all required; the longest path A, B, C is critical."""
+    return GoldDag(
+        nodes=[
+            DagNode(id="A", tool="execute_sql"),
+            DagNode(id="B", tool="execute_python"),
+            DagNode(id="C", tool="execute_sql"),
+        ],
+        edges=[DagEdge(source="A", target="B"), DagEdge(source="B", target="C")],
+    )
+
+
+def test_an_extra_call_of_a_gold_tool_is_not_taken_for_the_step():
+    # Calls sql, sql, python, sql. The old greedy matching gave call 1 to C (before B's call 2):
+    # SS 0, TOS ½(1 + 0) = 0.5.
+    # Best: A = call 0 (the earlier of 0 and 1), B = 2, C = 3, and call 1 is spurious.
+    # GC = ½(3/3 + 3/3) = 1; TF: TP 3, counted 4, gold items 3 -> 2·3/(4 + 3) = 6/7; SS 1
+    # TOS = ½(1 + 6/7) = 13/14 = 0.92857...
+    result = tool_orchestration(sql_python_sql(), ok("execute_sql", "execute_sql", "execute_python", "execute_sql"))
+    assert result.matched == {"A": 0, "B": 2, "C": 3}
+    assert (result.gc, result.tf, result.ss, result.violations) == (1.0, pytest.approx(6 / 7), 1.0, [])
+    assert result.tos == pytest.approx(13 / 14) and round(result.tos, 3) == 0.929
+
+
+def test_a_real_reversal_still_breaks_the_order():
+    # python, sql, sql: every matching of all three nodes puts B's call before A's. Matching only B
+    # and C would keep the order, but the most nodes come first. Order aside, A and C take the sql
+    # calls in turn: A = 1, B = 0, C = 2. GC 1; TF: TP 3, counted 3, items 3 -> 1; SS 0; TOS ½(1 + 0)
+    result = tool_orchestration(sql_python_sql(), ok("execute_python", "execute_sql", "execute_sql"))
+    assert result.matched == {"B": 0, "A": 1, "C": 2} and result.violations == [("A", "B")]
+    assert (result.gc, result.tf, result.ss, result.tos) == (1.0, 1.0, 0.0, 0.5)
+
+
+def test_a_reading_that_keeps_the_order_is_found_wherever_it_exists():
+    dag = GoldDag(
+        nodes=[
+            DagNode(id="sql", tool="execute_sql"),
+            DagNode(id="schema", tool="get_schema_info"),
+            DagNode(id="free_schema", tool="get_schema_info"),
+            DagNode(id="free_sql", tool="execute_sql"),
+        ],
+        edges=[DagEdge(source="sql", target="schema")],
+    )
+    # sql = call 1, schema = call 2 keeps sql → schema; the free nodes take calls 0 and 3
+    kept = tool_orchestration(dag, ok("get_schema_info", "execute_sql", "get_schema_info", "execute_sql"))
+    assert kept.matched == {"free_schema": 0, "sql": 1, "schema": 2, "free_sql": 3} and kept.ss == 1.0
+    # both schema calls come first: however the four are read, schema's call precedes sql's
+    broken = tool_orchestration(dag, ok("get_schema_info", "get_schema_info", "execute_sql", "execute_sql"))
+    assert broken.ss == 0.0 and len(broken.matched) == 4
+
+
+def test_a_call_two_nodes_could_take_does_the_required_one():
+    dag = GoldDag(
+        nodes=[DagNode(id="optional", tool="execute_sql", required=False), DagNode(id="needed", tool="execute_sql")],
+        critical_path=["needed"],
+    )
+    # needed matched: GC = ½(1/1 + 1/1) = 1; TP 1, counted 1, items 1 -> TF 1; TOS 1. The old greedy gave the
+    # call to `optional`, first in gold order: GC ½(0 + 0) = 0, TP 0, counted 0 (neutral) -> TF 0; TOS 0
+    result = tool_orchestration(dag, ok("execute_sql"))
+    assert result.matched == {"needed": 0} and result.tos == 1.0
+
+
+def test_a_search_beyond_its_bound_raises_instead_of_approximating(monkeypatch):
+    dag = GoldDag(
+        nodes=[DagNode(id="optional", tool="execute_sql", required=False), DagNode(id="needed", tool="execute_sql")]
+    )
+    calls = ok("execute_sql", "execute_sql")
+    assert tool_orchestration(dag, calls).tos == 1.0
+    monkeypatch.setattr(dag_module, "MAX_STATES", 1)  # after one call: {optional} and {needed}, both can grow
+    with pytest.raises(ValueError, match="more than 1 node sets; refusing to approximate TOS"):
+        tool_orchestration(dag, calls)
+
+
 # ---------------------------------------------------------------- ALT_GROUP on an FDABench report DAG
 
 
@@ -378,11 +456,14 @@ def perfect_calls(dag: GoldDag) -> Calls:
     return calls
 
 
+TWO_TOOLS = ["execute_sql", "execute_python"]  # DAGs over these repeat tools most of the time
+
+
 @st.composite
-def dags(draw: st.DrawFn, with_groups: bool = True) -> GoldDag:
+def dags(draw: st.DrawFn, with_groups: bool = True, tools: list[str] = TOOLS) -> GoldDag:
     """Random DAGs: forward edges between node indexes, the node list shuffled, at most one ALT group."""
     size = draw(st.integers(1, 7))
-    nodes = [DagNode(id=f"n{i}", tool=draw(st.sampled_from(TOOLS)), required=draw(st.booleans())) for i in range(size)]
+    nodes = [DagNode(id=f"n{i}", tool=draw(st.sampled_from(tools)), required=draw(st.booleans())) for i in range(size)]
     edges = [
         DagEdge(source=f"n{i}", target=f"n{j}", type=kind)
         for i in range(size)
@@ -397,6 +478,16 @@ def dags(draw: st.DrawFn, with_groups: bool = True) -> GoldDag:
     return GoldDag(nodes=draw(st.permutations(nodes)), edges=edges, alt_groups=groups)
 
 
+@st.composite
+def chains(draw: st.DrawFn, tools: list[str] = TWO_TOOLS) -> GoldDag:
+    """HARD_DEP chains of 1 to 6 nodes."""
+    nodes = [
+        DagNode(id=f"n{i}", tool=tool)
+        for i, tool in enumerate(draw(st.lists(st.sampled_from(tools), min_size=1, max_size=6)))
+    ]
+    return GoldDag(nodes=nodes, edges=[DagEdge(source=a.id, target=b.id) for a, b in pairwise(nodes)])
+
+
 def calls_of(tools: list[str]) -> st.SearchStrategy[Calls]:
     return st.lists(st.tuples(st.sampled_from(tools), st.booleans()), max_size=10)
 
@@ -406,6 +497,21 @@ def calls_of(tools: list[str]) -> st.SearchStrategy[Calls]:
 def test_perfect_trace_scores_one(dag):
     result = tool_orchestration(dag, perfect_calls(dag))
     assert (result.gc, result.tf, result.ss, result.tos) == (1.0, 1.0, 1.0, 1.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(chains(), dags(tools=TWO_TOOLS), dags()),
+    st.sampled_from([*TOOLS, *SPURIOUS, "generated_sql"]),
+    st.booleans(),
+    st.data(),
+)
+def test_one_extra_call_anywhere_never_breaks_a_perfect_order(dag, extra, success, data):
+    calls = perfect_calls(dag)
+    assert tool_orchestration(dag, calls).tos == 1.0
+    position = data.draw(st.integers(0, len(calls)))
+    result = tool_orchestration(dag, [*calls[:position], (extra, success), *calls[position:]])
+    assert (result.ss, result.violations) == (1.0, [])
 
 
 @settings(max_examples=150, deadline=None)
@@ -420,14 +526,18 @@ def test_a_spurious_call_never_raises_tf(dag, calls, spurious, success, data):
 
 @settings(max_examples=150, deadline=None)
 @given(dags(with_groups=False), calls_of(TOOLS), st.data())
-def test_order_of_calls_of_unrelated_nodes_does_not_change_ss(dag, extra, data):
+def test_swapping_calls_of_unrelated_nodes_keeps_an_order_that_holds(dag, extra, data):
+    """Only one way round: a swap can also make an order hold. Gold n0:sql → n1:schema plus a free
+    schema and sql node; schema, schema, sql, sql breaks the edge however it is read, while
+    schema, sql, schema, sql (the middle calls swapped, matched to the free nodes) has a reading
+    that keeps it."""
     calls = data.draw(st.permutations([*((str(n.tool), True) for n in dag.nodes), *extra]))  # gold tools, shuffled
     result = tool_orchestration(dag, calls)
     node_at = {position: node for node, position in result.matched.items()}
     linked = {frozenset((e.source, e.target)) for e in dag.edges}
     for k in range(len(calls) - 1):
         u, v = node_at.get(k), node_at.get(k + 1)
-        if u is None or v is None or frozenset((u, v)) in linked:
+        if result.ss == 0.0 or u is None or v is None or frozenset((u, v)) in linked:
             continue
         swapped = [*calls[:k], calls[k + 1], calls[k], *calls[k + 2 :]]
-        assert tool_orchestration(dag, swapped).ss == result.ss
+        assert tool_orchestration(dag, swapped).ss == 1.0

@@ -261,6 +261,14 @@ def test_execute_python_errors_point_at_the_agents_code(env):
     assert "main.py" not in result.content
 
 
+def test_execute_python_gets_the_code_and_variables_as_files_in_its_working_folder(env):
+    query(env, "books_db", {"collection": "books", "projection": {"_id": 0, "title": 1}})
+    code = "import json, os, sys\nprint(sorted(os.listdir('.')), repr(sys.stdin.read()))\n"
+    code += "print(json.load(open('variables.json'))['result_1'] == result_1)"
+    result = python(env, code)
+    assert result.success and result.content.startswith("['code.py', 'main.py', 'variables.json'] ''\nTrue\n")
+
+
 def test_a_big_result_is_cut_at_the_budget_but_the_variable_keeps_every_row(env):
     result = query(env, "review_db", "SELECT * FROM review")
     assert result.success and result.truncated

@@ -1,5 +1,6 @@
 """DAB scoring: the official validate.py in the sandbox, the fallback on real ground truths, pass@k."""
 
+import os
 import socket
 import textwrap
 import time
@@ -34,7 +35,11 @@ def validate(llm_output: str) -> (bool, str):
 
 
 def write_query(root: Path, validator: str, ground_truth: str = "2020") -> Path:
-    """A DAB-shaped query folder, <root>/query_demo/query1, holding validate.py and ground_truth.csv."""
+    """A DAB-shaped query folder, <root>/query_demo/query1, holding validate.py and ground_truth.csv.
+
+    The root (the DAB root, shown in the sandbox) is made readable by all: run as root, the sandbox
+    drops to uid 65534, and pytest's tmp_path is private (0700)."""
+    root.chmod(0o755)
     query = root / "query_demo" / "query1"
     query.mkdir(parents=True)
     (query / "ground_truth.csv").write_text(ground_truth)
@@ -74,6 +79,14 @@ def test_dab_common_scaffold_imports_resolve_from_the_dab_root(tmp_path):
     helper.mkdir(parents=True)
     (helper / "levenshtein.py").write_text("def levenshtein(a, b):\n    return 0 if a == b else 1\n")
     assert run_validator(validate_py, "2020s").passed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox runs as another user")
+def test_a_dab_root_the_sandbox_user_cannot_read_fails_with_advice(tmp_path):
+    validate_py = write_query(tmp_path, DECADE_VALIDATOR)
+    tmp_path.chmod(0o700)
+    result = run_validator(validate_py, "2020s")
+    assert not result.passed and "cannot read" in (result.error or "") and "chmod -R o+rX" in (result.error or "")
 
 
 def test_validator_that_loops_forever_times_out(tmp_path):

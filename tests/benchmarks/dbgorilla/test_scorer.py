@@ -311,3 +311,34 @@ def test_summary_of_nothing_and_of_a_gold_without_arguments():
     assert summary["args_0.ast_score"] == 1.0
     assert summary["args_1.n"] == 0
     assert summary["args_1.ast_score"] is None
+
+
+def test_the_earlier_official_rule_compares_the_search_text_ignoring_case():
+    """Revision ast-2024-11 (behind the published gpt-4o results) earns the search 0.15 only for the same
+    text ignoring case; today's rule earns it whenever both calls search."""
+    reworded = changed(6, search_query="candle-lit restaurants")
+    recased = changed(6, search_query="ROMANTIC Dining Locations")
+    assert ast_score(reworded, GOLD[6]) == ast_score(GOLD[6], GOLD[6]) == 1.0
+    assert ast_score(reworded, GOLD[6], search="equal_ignoring_case") == pytest.approx(0.85)
+    assert ast_score(recased, GOLD[6], search="equal_ignoring_case") == 1.0
+    no_search = changed(32)  # a gold without search: both null still earns it under both rules
+    assert ast_score(no_search, GOLD[32], search="equal_ignoring_case") == ast_score(no_search, GOLD[32]) == 1.0
+
+
+def test_score_command_takes_the_earlier_rule_by_name(tmp_path):
+    from typer.testing import CliRunner
+
+    from data_agent_compare.app.cli import app
+
+    predictions = tmp_path / "predictions.jsonl"
+    reworded = {**GOLD[6], "search_query": "candle-lit restaurants"}
+    predictions.write_text(json.dumps({"task_id": "dbgorilla-6", "predicted_query": reworded}) + "\n")
+    flags = ["score", "--benchmark", "dbgorilla", "--tasks", str(SAMPLE), "--predictions", str(predictions)]
+    runner = CliRunner()
+    for rule, expected in ((None, 1.0), ("ast-2024-11", 0.85)):
+        out = tmp_path / f"{rule}.jsonl"
+        result = runner.invoke(app, [*flags, "--out", str(out), *(["--rule", rule] if rule else [])])
+        assert result.exit_code == 0, result.output
+        assert json.loads(out.read_text())["ast_score"] == pytest.approx(expected)
+    unknown = runner.invoke(app, [*flags, "--rule", "ast-1999"])
+    assert unknown.exit_code == 2 and "ast-2024-11" in unknown.output

@@ -299,6 +299,39 @@ MALFORMED = {
         "gold_subtasks.0.depends_on",
         "nope",
     ),
+    "depends_on cycle": (
+        _lines(
+            record("FDA0722")
+            | {
+                "gold_subtasks": [
+                    {"subtask_id": "schema", "tool": "get_schema_info"},
+                    {"subtask_id": "a", "tool": "execute_sql", "depends_on": ["schema", "b"]},
+                    {"subtask_id": "b", "tool": "execute_python", "depends_on": "c"},
+                    {"subtask_id": "c", "tool": "execute_sql", "depends_on": ["a"]},
+                ]
+            }
+        ),
+        "gold_subtasks.1.depends_on",
+        "cycle (each subtask depends on the next): a → b → c → a",
+    ),
+    "subtask depending on itself": (
+        _lines(record("FDA0722") | {"gold_subtasks": [{"tool": "execute_sql", "depends_on": ["execute_sql"]}]}),
+        "gold_subtasks.0.depends_on",
+        "execute_sql → execute_sql",
+    ),
+    "dag cycle": (
+        _lines(
+            record("FDA0236")
+            | {
+                "dag": {
+                    "nodes": [{"id": "a"}, {"id": "b"}],
+                    "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "a", "type": "SOFT_DEP"}],
+                }
+            }
+        ),
+        "dag",
+        "cycle in its HARD_DEP/SOFT_DEP edges: a → b → a",
+    ),
     "edge to unknown node": (
         _lines(record("FDA0236") | {"dag": {"nodes": [{"id": "a"}], "edges": [{"source": "a", "target": "z"}]}}),
         "dag",
