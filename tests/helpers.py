@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -58,6 +59,17 @@ from data_agent_compare.tools.postgres import PostgresUnavailable, find_bin_dir
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
+
+# A child Python that reacts to Ctrl-C even when the test runs as a background job, which starts with
+# SIGINT ignored and passes that on to every child: tests that send SIGINT put this first.
+DELIVER_CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
+def compare_command(*flags: str) -> list[str]:
+    """`compare FLAGS` in a child process that Ctrl-C reaches (DELIVER_CTRL_C)."""
+    main = "import runpy, sys; sys.argv[0] = 'compare'; runpy.run_module('data_agent_compare.app', run_name='__main__')"
+    return [sys.executable, "-c", DELIVER_CTRL_C + main, *flags]
+
 
 # ---------------------------------------------------------------- the scripted test model
 

@@ -4,18 +4,17 @@ record, marks the manifest `interrupted`, and --resume finishes the run."""
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from helpers import ROOT, FakeOpenAIServer, tool_call_response
+from helpers import ROOT, FakeOpenAIServer, compare_command, tool_call_response
 
 MODEL_LATENCY_S = 4.0
 
 
 def compare(*flags: str) -> list[str]:
-    return [sys.executable, "-m", "data_agent_compare.app", "--models", "openai-compatible:m", *flags]
+    return compare_command("--models", "openai-compatible:m", *flags)
 
 
 @pytest.mark.slow  # two real `compare` processes and a slow fake model: ~50 s

@@ -33,7 +33,7 @@ from data_agent_compare.tools.python_sandbox import (
     sandbox_problem,
 )
 
-from helpers import FIXTURES, ROOT
+from helpers import DELIVER_CTRL_C, FIXTURES, ROOT
 
 needs_bubblewrap = pytest.mark.skipif(
     sandbox_problem() is not None, reason=f"bubblewrap cannot run here: {sandbox_problem()}"
@@ -328,7 +328,7 @@ def test_nothing_of_the_sandbox_outlives_its_caller(interruption: signal.Signals
     marker = new_marker()
     code = SETSID_CHILD.format(marker=marker) + "import time\ntime.sleep(120)"
     caller_script = (
-        "from data_agent_compare.compare import ToolSettings\n"
+        DELIVER_CTRL_C + "from data_agent_compare.compare import ToolSettings\n"
         "from data_agent_compare.tools.python_sandbox import PythonTool\n"
         f"PythonTool(ToolSettings(python_timeout_s=120)).run({{'code': {code!r}}})\n"
     )
