@@ -256,6 +256,8 @@ def _result_record(
         error=answer.error.splitlines()[0] if answer.error else None,
         answer=answer.model_dump(exclude={"status", "error"}, exclude_none=True, mode="json"),
         gold=task.gold.answer if task.gold else None,
+        question=task.question,
+        data_sources=[f"{source.name} ({source.kind.value})" for source in task.data],
         scores=scores,
         scoring_error=scoring_error,
         usage=trace.usage(),

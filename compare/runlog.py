@@ -111,6 +111,9 @@ class ResultRecord(BaseModel):
     trace_file: str
     judge_usage: Usage | None = None
     judge_trace_file: str | None = None
+    # The task as its question (added within schema 2: records written before read as None/[]).
+    question: str | None = None
+    data_sources: list[str] = Field(default_factory=list)  # "name (kind)" of each data source
 
     @property
     def key(self) -> UnitKey:
