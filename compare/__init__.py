@@ -62,7 +62,7 @@ from .task import (
     answer_from_text,
     answer_from_tool,
 )
-from .tool import FinalToolCall, Tool, ToolEnvironment, ToolError, ToolResult, ToolSettings
+from .tool import FinalToolCall, SystemStep, Tool, ToolEnvironment, ToolError, ToolResult, ToolSettings
 from .trace import BudgetExceeded, Budgets, Phase, Trace, TraceRecorder, Usage
 
 __all__ = [
@@ -105,6 +105,7 @@ __all__ = [
     "Scorer",
     "Scores",
     "System",
+    "SystemStep",
     "Task",
     "TaskLoadError",
     "TaskLoadErrors",

@@ -2,6 +2,7 @@
 
     ctx.generate(messages, tools)        a model call: budget-checked, timed, priced, traced
     ctx.call_tool(name, arguments)       a tool call: validated, timed, traced
+    with ctx.tool_step(name, args) as s: a step the system carries out itself, traced as a tool call
     ctx.tool_specs(["execute_sql"])      the task's tools as a model sees them
     ctx.task_prompt()                    the task as every system shows it to a model
     ctx.answer_from_tool(arguments)      the Answer of an `answer` tool call
@@ -25,8 +26,8 @@ from typing import Any, Literal
 from .model import Message, MeteredModel, ModelResponse, ToolSpec
 from .prompt import task_prompt
 from .task import Answer, Task, answer_from_text, answer_from_tool
-from .tool import ToolEnvironment, ToolResult
-from .trace import Budgets, Phase
+from .tool import SystemStep, ToolEnvironment, ToolResult
+from .trace import BudgetExceeded, Budgets, Phase
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,22 @@ class RunContext:
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, agent: str | None = None) -> ToolResult:
         return self.tools.call(name, arguments, agent=agent)
+
+    def tool_step(
+        self, name: str, arguments: dict[str, Any], *, agent: str | None = None
+    ) -> AbstractContextManager[SystemStep]:
+        """A step the system's own code carries out (a framework's retriever, a semantic operator),
+        timed and traced as a call of tool `name`; report the outcome on the yielded step."""
+        return self.tools.step(name, arguments, agent=agent)
+
+    def ends_task(self, tool: str) -> bool:
+        """Whether calling `tool` gives the final answer (a framework should stop its loop after it)."""
+        return self.tools.ends_task(tool)
+
+    @property
+    def budget_stop(self) -> BudgetExceeded | None:
+        """The budget that refused a model call of this task run, if one did (the task ends with its status)."""
+        return self.model.recorder.stopped_by
 
     def tool_specs(self, names: list[str] | None = None) -> list[ToolSpec]:
         """The task's tools (or those named, in that order, aliases included) as a model sees them."""

@@ -17,6 +17,9 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
@@ -93,6 +96,11 @@ class ToolEnvironment:
         answering = [tool.name for tool in tools if tool.answers]
         recorder.phases.answer_tools |= {*answering, *(a for a, name in self.aliases.items() if name in answering)}
 
+    def ends_task(self, name: str) -> bool:
+        """Whether a call of `name` gives the task's final answer (`answer`, DAB's `return_answer`, a
+        function-calling task's prediction): a framework should stop its loop after it."""
+        return name in self.recorder.phases.answer_tools
+
     def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
         if names is None:
             return [tool.spec() for tool in self.tools.values()]
@@ -135,6 +143,39 @@ class ToolEnvironment:
             raise final
         return result
 
+    @contextmanager
+    def step(self, name: str, arguments: dict[str, Any], *, agent: str | None = None) -> Iterator[SystemStep]:
+        """A tool call that the system's own code carries out (a LlamaIndex query engine, a LOTUS
+        operator, a RAG retrieval), timed around the block and traced like `call` under `name`.
+        The block reports its outcome on the yielded `SystemStep`; an exception marks it failed
+        and propagates. Model calls made inside the block are traced as their own steps."""
+        phase = self.recorder.phases.tool_call(agent, name)
+        outcome = SystemStep()
+        started_at, start = utc_now(), time.perf_counter()
+        try:
+            yield outcome
+        except BaseException as failure:
+            outcome.success, outcome.error = False, outcome.error or f"{type(failure).__name__}: {failure}"
+            raise
+        finally:
+            if not outcome.success:
+                self.recorder.phases.redo(agent)
+            self.recorder.add(
+                ToolCallStep(
+                    index=0,
+                    phase=phase,
+                    agent=agent,
+                    tool=name,
+                    arguments=arguments,
+                    started_at=started_at,
+                    duration_s=time.perf_counter() - start,
+                    start_s=self.recorder.clock(start),
+                    success=outcome.success,
+                    error=outcome.error,
+                    result_summary=summarize(outcome.content or outcome.error or ""),
+                )
+            )
+
     def _run(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         tool = self._tool(name)
         if tool is None:
@@ -166,6 +207,18 @@ class ToolEnvironment:
     def close(self) -> None:
         for tool in self.tools.values():
             tool.close()
+
+
+@dataclass
+class SystemStep:
+    """What a system reports about a step it carried out itself (`ToolEnvironment.step`)."""
+
+    content: str = ""  # the result, as summarized in the trace
+    success: bool = True
+    error: str | None = None
+
+    def fail(self, error: str) -> None:
+        self.success, self.error = False, error
 
 
 def to_json(value: Any) -> str:
