@@ -37,13 +37,17 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 # Debian packages: the PostgreSQL server (DataAgentBench's PostgreSQL databases are restored into a
-# throw-away local server at run time) and bubblewrap (the sandbox of model-written Python).
+# throw-away local server at run time), bubblewrap (the sandbox of model-written Python) and chromium
+# (the headless browser the report test opens report.html in; Playwright's own download does not work here).
 packages=()
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   packages+=(postgresql)
 fi
 if ! command -v bwrap >/dev/null 2>&1; then
   packages+=(bubblewrap)
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  packages+=(chromium)
 fi
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -54,6 +58,7 @@ if [ ${#packages[@]} -gt 0 ]; then
       case $package in
         postgresql) echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2 ;;
         bubblewrap) echo "setup: note: bubblewrap (bwrap) not found; execute_python refuses to run without it: 'apt-get install bubblewrap' (or pass --unsafe-python)" >&2 ;;
+        chromium) echo "setup: note: chromium not found; the browser test of report.html skips without it: 'apt-get install chromium'" >&2 ;;
       esac
     done
   fi

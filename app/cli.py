@@ -176,6 +176,7 @@ def _run(plan: RunPlan, resume: bool) -> int:
         finally:
             signal.signal(signal.SIGTERM, previous)
     records = _write_summary(plan.run_dir)
+    _write_report([plan.run_dir], None, at_end_of_run=True)
     errors = sum(r.status in ("error", "infra_error") for r in records)
     if errors:
         console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
@@ -236,14 +237,40 @@ def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
 
 @app.command("report")
 def report_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories (compared on common tasks).")],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for the report (default: the run directory; needed for several).")
+    ] = None,
     infra_errors_as_failures: Annotated[
         bool,
         typer.Option(help="Count provider failures as failures in the quality means (default: left out, counted)."),
     ] = False,
 ) -> None:
-    """Rebuild summary.md of a run directory from its run log and print the table."""
-    _write_summary(run_dir, infra_errors_as_failures)
+    """Rebuild a run directory's summary.md, and write the comparison report of one or several run
+    directories: report.html (offline), report.md with figures, results.csv/.parquet, leaderboard.json."""
+    if len(run_dirs) == 1:
+        _write_summary(run_dirs[0], infra_errors_as_failures)
+    _write_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures)
+
+
+def _write_report(
+    run_dirs: list[Path], out: Path | None, *, infra_errors_as_failures: bool = False, at_end_of_run: bool = False
+) -> None:
+    """The comparison report; after a run, a report that cannot be built is a warning, not the run's failure."""
+    from ..reports import ReportError, build_report  # charts and the browser bundle load only when needed
+
+    try:
+        files = build_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures)
+    except (ReportError, OSError) as problem:
+        if at_end_of_run:
+            text = f"warning: no report: {redact_credentials(str(problem))}"
+            console.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
+            return
+        code = EXIT_WRITE_FAILED if isinstance(problem, OSError) else 2
+        raise fail(str(problem), code) from None
+    for warning in files.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+    console.print(f"report: {files.files['html']}", highlight=False)
 
 
 def _benchmark(name: str, path: Path | None) -> Benchmark:

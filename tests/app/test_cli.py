@@ -74,7 +74,9 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
         )
         assert all(r.headers["authorization"] == f"Bearer {secret}" for r in fake.requests)
     assert result.exit_code == 0, result.output
-    assert {p.name for p in out.iterdir()} == {"manifest.json", "results.jsonl", "traces", "summary.md"}
+    report = {"report.html", "report.md", "results.csv", "results.parquet", "leaderboard.json", "figures"}
+    run_log = {"manifest.json", "results.jsonl", "traces", "summary.md"}
+    assert {p.name for p in out.iterdir()} == run_log | report  # the comparison report is written after the run
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["limit"] == 3 and manifest["models"][0]["api_key_env"] == "FAKE_PROXY_KEY"
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -82,7 +84,7 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
     for record in records:  # cost as the provider reported it, per call
         assert record["usage"]["cost_source"] == "provider"
         assert abs(record["usage"]["cost_usd"] - 0.002 * record["model_calls"]) < 1e-12
-    everything = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    everything = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())  # PNG, Parquet too
     assert secret not in everything and secret not in result.output
 
 
@@ -244,7 +246,7 @@ def test_a_password_in_the_base_url_never_reaches_the_run_directory(tmp_path):
             app, ["--models", "openai-compatible:m", "--base-url", base_url, "--limit", "1", "--out", str(out)]
         )
     assert result.exit_code == 0, result.output
-    everything = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    everything = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())  # PNG, Parquet too
     assert "hunter2-secret" not in everything and "alice:***@" in everything
     resumed = runner.invoke(app, ["--resume", "--out", str(out)])
     assert resumed.exit_code == 2 and "give --base-url again" in resumed.output

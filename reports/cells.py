@@ -1,0 +1,95 @@
+"""Table cells with their denominators and a link to the tasks behind them, and the one way a mean gets its
+95% bootstrap interval in a report (over tasks, a task's epochs averaged first: `summary.per_task`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from pydantic import BaseModel, Field
+
+from ..compare.runlog import ResultRecord
+from ..evaluators.statistics import bootstrap_ci
+from .summary import judged, per_task, ran
+
+Metric = Callable[[ResultRecord], float | None]
+
+
+class Cell(BaseModel):
+    text: str
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None  # tasks behind the mean
+    link: dict[str, str] | None = None  # drill-down filter (system, model, level, status, failure)
+
+
+class ReportTable(BaseModel):
+    key: str  # a stable id (HTML anchor, test handle)
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = Field(default_factory=list)
+    note: str = ""
+
+    def column(self, name: str) -> list[Cell]:
+        index = self.columns.index(name)
+        return [row[index] for row in self.rows]
+
+    def texts(self) -> list[list[str]]:
+        return [[cell.text for cell in row] for row in self.rows]
+
+
+def label(text: str, link: dict[str, str] | None = None) -> Cell:
+    return Cell(text=text, link=link)
+
+
+def count(value: int, link: dict[str, str] | None = None) -> Cell:
+    return Cell(text=str(value), value=float(value), n=value, link=link if value else None)
+
+
+def _number(value: float, digits: int) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+
+
+def mean_cell(
+    records: Iterable[ResultRecord],
+    metric: Metric,
+    *,
+    quality: bool,
+    infra_errors_as_failures: bool,
+    digits: int = 3,
+    link: dict[str, str] | None = None,
+    with_n: bool = True,
+) -> Cell:
+    """Mean over tasks [95% bootstrap CI] (n=tasks). Quality metrics leave out infrastructure errors
+    unless asked, cost and latency only the unavailable records (README "Who counts in which mean")."""
+    counted = judged(records, infra_errors_as_failures) if quality else ran(records)
+    values = list(per_task(counted, metric).values())
+    if not values:
+        return Cell(text="–", n=0, link=link)
+    mean, low, high = bootstrap_ci(values)
+    text = _number(mean, digits)
+    if not math.isnan(low):
+        text += f" [{_number(low, digits)}, {_number(high, digits)}]"
+    if with_n:
+        text += f" (n={len(values)})"
+    interval = (None, None) if math.isnan(low) else (low, high)
+    return Cell(text=text, value=mean, low=interval[0], high=interval[1], n=len(values), link=link)
+
+
+def plain(value: float | None, digits: int = 3, link: dict[str, str] | None = None) -> Cell:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Cell(text="–", link=link)
+    return Cell(text=_number(value, digits), value=value, link=link)
+
+
+def score(name: str) -> Metric:
+    return lambda record: record.scores.get(name)
+
+
+def has_score(records: Iterable[ResultRecord], name: str) -> bool:
+    return any(record.scores.get(name) is not None for record in records)
+
+
+def link_of(system: str, model: str, **more: str | None) -> dict[str, str]:
+    return {"system": system, "model": model, **{k: v for k, v in more.items() if v is not None}}

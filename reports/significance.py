@@ -1,0 +1,89 @@
+"""Significance beside the numbers: for each pair among the top systems, the evaluators' paired tests
+(`summary.pairwise`: a paired bootstrap of per-task differences and McNemar's / the sign test), and how many
+tasks a difference of that size would need to be found significant.
+
+Tasks needed: the normal approximation for a paired mean difference d with per-task standard deviation s,
+n = ((z_{1−α/2} + z_{power}) · s / |d|)², at α = 0.05 and 80% power — the usual planning figure.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist, stdev
+
+from ..compare.runlog import ResultRecord
+from .cells import Cell, ReportTable, label, plain
+from .runs import ReportData
+from .summary import correctness, judged, pairwise, per_task, summarize
+
+TOP_SYSTEMS = 5  # pairs grow quadratically; the leaders are what a reader compares
+ALPHA = 0.05
+POWER = 0.80
+
+
+def tasks_needed(differences: list[float], alpha: float = ALPHA, power: float = POWER) -> int | None:
+    """Tasks a paired comparison needs to find a mean difference of this size at `alpha` with `power`;
+    None when there is no difference (or no spread to estimate)."""
+    if len(differences) < 2:
+        return None
+    mean = sum(differences) / len(differences)
+    spread = stdev(differences)
+    if mean == 0 or spread == 0:
+        return None if mean == 0 else len(differences)
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    return math.ceil((z * spread / abs(mean)) ** 2)
+
+
+def top_rows(data: ReportData, limit: int = TOP_SYSTEMS) -> list[str]:
+    """The `limit` system/model rows with the highest accuracy."""
+    rows = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    ranked = sorted((r for r in rows if r.accuracy is not None), key=lambda r: (-(r.accuracy or 0), r.system, r.model))
+    return [f"{r.system}/{r.model}" for r in ranked[:limit]]
+
+
+def _differences(records: list[ResultRecord], first: str, second: str, flags: dict) -> list[float]:
+    verdicts = {}
+    for name in (first, second):
+        rows = [r for r in judged(records, **flags) if f"{r.system}/{r.model}" == name]
+        verdicts[name] = per_task(rows, correctness)
+    common = sorted(verdicts[first].keys() & verdicts[second].keys())
+    return [verdicts[first][task] - verdicts[second][task] for task in common]
+
+
+def significance_table(data: ReportData) -> ReportTable | None:
+    """Every pair among the top systems: difference, its interval, both p-values, verdict, tasks needed."""
+    top = top_rows(data)
+    if len(top) < 2:
+        return None
+    flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
+    chosen = [r for r in data.records if f"{r.system}/{r.model}" in set(top)]
+    columns = ["first", "second", "tasks", "accuracy difference [95% CI]", "bootstrap p", "McNemar p"]
+    columns += ["significant (p<0.05)", "tasks needed (80% power)"]
+    table = ReportTable(key="significance", title=f"Paired comparisons among the top {len(top)}", columns=columns)
+    for pair in pairwise(chosen, **flags):
+        needed = tasks_needed(_differences(chosen, pair.first, pair.second, flags))
+        significant = pair.bootstrap_p < ALPHA and pair.mcnemar_p < ALPHA
+        low, high = pair.difference_ci
+        interval = "" if low != low else f" [{low:+.3f}, {high:+.3f}]"
+        table.rows.append(
+            [
+                label(pair.first, _link(pair.first)),
+                label(pair.second, _link(pair.second)),
+                Cell(text=str(pair.tasks), value=pair.tasks, n=pair.tasks),
+                Cell(text=f"{pair.accuracy_difference:+.3f}{interval}", value=pair.accuracy_difference),
+                plain(pair.bootstrap_p, 3),
+                plain(pair.mcnemar_p, 3),
+                label("yes" if significant else "no"),
+                label("–" if needed is None else f"{needed:,}"),
+            ]
+        )
+    table.note = (
+        "Significant: both the paired bootstrap and McNemar's (sign) test give p < 0.05 on the tasks both rows "
+        "answered. Tasks needed: paired tasks for a difference of this size to reach p < 0.05 with 80% power."
+    )
+    return table
+
+
+def _link(name: str) -> dict[str, str]:
+    system, _, model = name.partition("/")  # system names have no "/"; model aliases may
+    return {"system": system, "model": model}
