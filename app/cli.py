@@ -59,6 +59,16 @@ def _split(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()] if value else None
 
 
+def _systems(workflows: str | None, systems: str | None) -> list[str] | None:
+    """--workflows and --systems name systems alike; `--systems all` is every registered system but the
+    workflow variants (frameworks, semantic operators, RAG), `--workflows all` the four workflows."""
+    named = [*(_split(workflows) or []), *(_split(systems) or [])]
+    if systems and "all" in (_split(systems) or []):
+        everything = [name for name in SYSTEMS.names() if SYSTEMS.load(name).kind != "workflow-variant"]
+        named = [*everything, *(n for n in named if n != "all" and n not in everything)]
+    return list(dict.fromkeys(named)) or None
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     text = redact_credentials(message).replace("[", "\\[")  # a message is text, not Rich markup
     console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
@@ -68,7 +78,13 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 @app.callback(invoke_without_command=True)
 def main_command(
     ctx: typer.Context,
-    workflows: Annotated[str | None, typer.Option(help="Comma-separated workflows/systems, or 'all'.")] = None,
+    workflows: Annotated[
+        str | None, typer.Option(help="Comma-separated workflows/systems, or 'all' (the four workflows).")
+    ] = None,
+    systems: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated systems (compare systems), or 'all' (every system but workflow variants)."),
+    ] = None,
     models: Annotated[str | None, typer.Option(help="Comma-separated model aliases (compare models).")] = None,
     benchmark: Annotated[str | None, typer.Option(help="A benchmark name (compare benchmarks).")] = None,
     tasks_path: Annotated[str | None, typer.Option(help="Benchmark files (not needed for bundled).")] = None,
@@ -107,7 +123,7 @@ def main_command(
         return
     budgets = {"max_steps": max_steps, "max_tokens": max_tokens, "wall_time_s": wall_time}
     overrides: dict[str, Any] = {
-        "workflows": _split(workflows),
+        "workflows": _systems(workflows, systems),
         "models": _split(models),
         "benchmark": benchmark,
         "tasks_path": tasks_path,
@@ -449,7 +465,7 @@ def systems_command(
     """The registered systems: name, kind, one-line description and where each comes from."""
     _plugins(plugin)
     rows = [[name, cls.kind, cls.summary(), origin] for name, cls, origin in _registered(SYSTEMS)]
-    title = "Systems (--workflows NAME; 'all' runs the workflow kind)"
+    title = "Systems (--systems NAME; all: every kind but workflow-variant; --workflows all: the workflows)"
     _listing(title, ["name", "kind", "description", "from"], rows, as_json)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,17 @@ def shipped_tiktoken_encodings() -> Path | None:
     return None
 
 
+def unshadow_third_party_packages() -> None:
+    """Take the suite's own source folder off `sys.path`. The checkout's folders (`workflows/`, `tools/`,
+    `tasks/`, ...) are imported as `data_agent_compare.*`; when the checkout itself is on the path (a
+    `python -m ...` run from it puts the working directory first) they shadow third-party top-level
+    packages of the same name — LlamaIndex's agents import `workflows` (llama-index-workflows)."""
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:] = [entry for entry in sys.path if Path(entry or os.getcwd()).resolve() != root]
+
+
 offline_environment()  # at import: `compare systems` imports this module before any framework is imported
+unshadow_third_party_packages()
 
 # ---------------------------------------------------------------- tools as plain functions
 
@@ -135,6 +146,7 @@ class AgentSession:
     answered: Answer | None = None  # the answer tool was called successfully
     final: FinalToolCall | None = None  # a tool call that is the prediction (DBGorilla's first call)
     answered_by: str | None = field(default=None, repr=False)  # the agent that answered
+    speaker: str | None = None  # the agent whose text is the framework's final text (multi-agent frameworks)
 
     @property
     def finished(self) -> bool:
@@ -171,7 +183,7 @@ class AgentSession:
         if self.answered is not None:
             return self.answered
         if text and text.strip():
-            return self.ctx.answer_from_text(text, agent=agent)
+            return self.ctx.answer_from_text(text, agent=agent or self.speaker)
         return Answer(status="no_answer", error="the framework stopped without an answer")
 
     def answer_from_structured(self, arguments: dict[str, Any], *, agent: str | None = None) -> Answer:
@@ -205,6 +217,7 @@ class FrameworkSystem(System):
 
     def run(self, task: Task, ctx: RunContext) -> Answer:
         offline_environment()
+        unshadow_third_party_packages()
         session = AgentSession(task, ctx)
         try:
             with ctx.openai_endpoint() as endpoint:
