@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..compare import DataSourceKind, Endpoint
-from ..tools.documents import corpus_digest, corpus_files
 from .bridge import AGENT_HEADER, AgentSession, BridgedTool, FrameworkSystem, distribution_versions
 
 if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compare systems` lists us
@@ -148,6 +147,8 @@ class LlamaIndexRagSql(LlamaIndexSystem):
 
     @staticmethod
     def _documents(session: AgentSession) -> list[tuple[str, Path]]:
+        from ..tools.documents import corpus_files  # the tools' imports (FAISS, SQL engines) load with a run
+
         sources = [s for s in session.task.data if s.kind == DataSourceKind.DOCUMENTS]
         return corpus_files(sources, session.task.data_dir) if sources else []
 
@@ -176,6 +177,8 @@ _indexes_lock = threading.Lock()
 
 def corpus_index(files: list[tuple[str, Path]], chunk_size: int) -> VectorStoreIndex:
     """A LlamaIndex vector index of these files (MiniLM embeddings), built once per corpus and process."""
+    from ..tools.documents import corpus_digest
+
     key = f"{corpus_digest(files)}/{chunk_size}"
     with _indexes_lock:
         if key not in _indexes:

@@ -6,17 +6,18 @@ must be read in the benchmark's format. Budget stops end with the budget's statu
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from data_agent_compare.app.config import load_model_table
-from data_agent_compare.compare import CallContext, Message, ModelRequest, QuestionType
+from data_agent_compare.app.config import load_model_table, load_plugins
+from data_agent_compare.compare import SYSTEMS, CallContext, Message, ModelRequest, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import FIXTURES, load_tasks, no_network, run_task
+from helpers import FIXTURES, ROOT, load_tasks, no_network, run_task
 
 ADAPTERS = [
     "langgraph_react",
@@ -196,3 +197,35 @@ def test_scripted_run_of_one_adapter_has_no_framework_state_left_between_tasks(t
     for task in (first, second):
         run_task(Path(tmp_path) / task.id, scripted_model(respond), task, "langgraph_react")
     assert seen[0] == seen[1]
+
+
+def readme_example(name: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", readme, flags=re.S)
+    assert match, f"README has no example {name!r}"
+    return match.group(1)
+
+
+def test_readme_framework_example_runs_its_own_graph_with_a_scripted_model(tmp_path, scripted_model):
+    plugin = tmp_path / "schema_first_agent.py"
+    plugin.write_text(readme_example("add-a-framework-system"), encoding="utf-8")
+    load_plugins([str(plugin)])
+    asked: list[str] = []
+
+    def respond(request: ModelRequest, context: CallContext) -> Message:
+        asked.append(request.messages[-1].content or "")
+        return tool_call_message("answer", {"answer": "B"}, call_id="call_answer")
+
+    try:
+        record, trace, manifest = run_task(tmp_path, scripted_model(respond), bundled_task(QuestionType.SINGLE_CHOICE),
+                                           "schema_first_agent")  # fmt: skip
+    finally:
+        SYSTEMS.unregister("schema_first_agent")
+    assert record["status"] == "completed" and record["answer"]["choices"] == ["B"]
+    assert [(s["kind"], s.get("tool"), s["phase"]) for s in trace["steps"]] == [
+        ("tool_call", "get_schema_info", "execute"),
+        ("model_call", None, "generate"),
+        ("tool_call", "answer", "generate"),
+    ]
+    assert asked[0].startswith("The database schema:") and "table Customers" in asked[0]
+    assert manifest["systems"]["schema_first_agent"]["kind"] == "framework"
