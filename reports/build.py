@@ -16,7 +16,7 @@ from .cells import ReportTable
 from .drilldown import drilldown
 from .runs import ReportData, ReportError, describe_sources, load_runs
 from .significance import significance_table
-from .summary import denominator_lines, summarize
+from .summary import denominator_lines
 
 FIGURES_DIR = "figures"
 
@@ -43,7 +43,7 @@ class Report:
 
 
 def _headline(data: ReportData) -> list[str]:
-    rows = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    rows = data.summary()
     pairs = len(rows)
     lines = [
         f"{len(data.common_tasks)} tasks compared"
@@ -75,7 +75,7 @@ def _headline(data: ReportData) -> list[str]:
 
 
 def _notes(data: ReportData) -> list[str]:
-    rows = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    rows = data.summary()
     notes = [line.removeprefix("- ") for line in denominator_lines(rows, data.infra_errors_as_failures)]
     for run, tasks in data.left_out.items():
         shown = ", ".join(tasks[:10]) + (" …" if len(tasks) > 10 else "")

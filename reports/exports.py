@@ -18,7 +18,7 @@ from .cells import ReportTable
 from .drilldown import answer_text
 from .failures import failure_mode
 from .runs import ReportData
-from .summary import PHASES, correctness, summarize
+from .summary import PHASES, correctness
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
 MIN_SECRET_LENGTH = 8  # shorter values ("1", "true") would mask ordinary text
@@ -107,7 +107,7 @@ def leaderboard(data: ReportData, tables: dict[str, ReportTable]) -> dict[str, A
     cells = {(row[0].text, row[1].text): row for row in overview.rows}
     index = {name: i for i, name in enumerate(overview.columns)}
     entries = []
-    for row in summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures):
+    for row in data.summary():
         table_row = cells[(row.system, row.model)]
 
         def interval(column: str, table_row=table_row) -> dict[str, Any]:

@@ -11,6 +11,8 @@ lines by dash, bars and points carry text labels; every axis says its unit.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +23,12 @@ import vl_convert
 from ..evaluators.dab import pass_at_k_table
 from .cells import has_score, mean_cell, score
 from .runs import ReportData
-from .summary import PHASES, correctness, summarize
+from .summary import PHASES, correctness
 from .tables import groups, levels
 
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite inside vl-convert that renders these specs (Altair 6 writes 6.x)
 WIDTH = 520
+LABEL_SHARE = 0.12  # a stacked segment gets a text label when it is at least this share of its bar
 SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-right", "triangle-left"]
 DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 4]]
 
@@ -42,7 +45,7 @@ def _row_name(system: str, model: str) -> str:
 
 
 def cost_quality(data: ReportData) -> Figure | None:
-    summary = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    summary = data.summary()
     rows = [r for r in summary if r.accuracy is not None]
     if not rows:
         return None
@@ -86,7 +89,7 @@ def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def phase_latency(data: ReportData) -> Figure | None:
-    rows = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    rows = data.summary()
     values = [
         {"row": _row_name(r.system, r.model), "phase": phase, "order": i, "seconds": r.mean_latency_by_phase_s[phase]}
         for r in rows
@@ -95,19 +98,29 @@ def phase_latency(data: ReportData) -> Figure | None:
     ]
     if not values:
         return None
-    base = alt.Chart(alt.Data(values=values)).encode(
-        y=alt.Y("row:N", title="system / model"),
-        x=alt.X("seconds:Q", title="mean seconds per task", stack="zero"),
-        order=alt.Order("order:Q"),
+    base = (
+        alt.Chart(alt.Data(values=values))
+        .transform_joinaggregate(total="sum(seconds)", groupby=["row"])
+        .encode(
+            y=alt.Y("row:N", title="system / model"),
+            x=alt.X("seconds:Q", title="mean seconds per task", stack="zero"),
+            order=alt.Order("order:Q"),
+        )
     )
     bars = base.mark_bar(stroke="white", strokeWidth=1).encode(
         color=alt.Color("phase:N", sort=list(PHASES), title="phase"),
         tooltip=["row:N", "phase:N", alt.Tooltip("seconds:Q", format=".3f")],
     )
-    text = base.mark_text(color="black", align="right", dx=-2, fontSize=10).encode(
-        text="phase:N", x=alt.X("seconds:Q", stack="zero", bandPosition=1)
+    # A label where the segment has room for it; the order of the segments is the legend's, left to right.
+    text = (
+        base.transform_filter(f"datum.seconds >= {LABEL_SHARE} * datum.total")
+        .mark_text(color="black", align="right", dx=-3, fontSize=10)
+        .encode(text="phase:N")
     )
-    chart = (bars + text).properties(width=WIDTH, title="Latency by phase (stacked; each segment labelled)")
+    title = alt.Title(
+        "Latency by phase", subtitle="segments left to right: " + " → ".join(PHASES) + "; hover for seconds"
+    )
+    chart = (bars + text).properties(width=WIDTH, title=title)
     return Figure("phase_latency", "Latency by phase", chart.to_dict())
 
 
@@ -135,7 +148,7 @@ def accuracy_by_difficulty(data: ReportData) -> Figure | None:
                     "n": cell.n,
                 }
             )
-    x = alt.X("level:N", title="difficulty", sort=found)
+    x = alt.X("level:N", title="difficulty", sort=found, axis=alt.Axis(labelAngle=0))
     offset = alt.XOffset("row:N")
     base = alt.Chart(alt.Data(values=values))
     bars = base.mark_errorbar(ticks=True).encode(
@@ -143,7 +156,7 @@ def accuracy_by_difficulty(data: ReportData) -> Figure | None:
         xOffset=offset,
         y=alt.Y("low:Q", title="accuracy (share correct, 95% CI)", scale=alt.Scale(domain=[0, 1])),
         y2="high:Q",
-        color="row:N",
+        color=alt.Color("row:N", legend=None),  # one legend, the points': colour and shape together
     )
     points = base.mark_point(size=90, filled=True).encode(
         x=x,
@@ -190,22 +203,21 @@ def pass_at_k_curves(data: ReportData) -> Figure | None:
         values += [{"row": _row_name(system, model), "k": k, "pass": v} for k, v in table.overall.items()]
     if not values:
         return None
-    encoding = {
-        "x": alt.X("k:O", title="k (trials drawn)"),
-        "y": alt.Y(
-            "pass:Q", title="pass@k (share of queries, datasets weighted equally)", scale=alt.Scale(domain=[0, 1])
-        ),
-        "color": alt.Color("row:N", title="system / model"),
-    }
-    base = alt.Chart(alt.Data(values=values)).encode(**encoding)
-    lines = base.mark_line().encode(
-        strokeDash=alt.StrokeDash("row:N", scale=alt.Scale(range=DASHES), title="system / model")
+    # Each line is told apart by dash and point shape and labelled at its end (the legend is colour only).
+    last = max(value["k"] for value in values)
+    base = alt.Chart(alt.Data(values=values)).encode(
+        x=alt.X("k:O", title="k (trials drawn)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("pass:Q", title="pass@k (share of queries, datasets weighted equally)", scale=alt.Scale(domain=[0, 1])),
     )
-    points = base.mark_point(size=70, filled=True).encode(
-        shape=alt.Shape("row:N", scale=alt.Scale(range=SHAPES), title="system / model"),
+    lines = base.mark_line(point=alt.OverlayMarkDef(filled=True, size=70)).encode(
+        color=alt.Color("row:N", title="system / model"),
+        strokeDash=alt.StrokeDash("row:N", scale=alt.Scale(range=DASHES), legend=None),
+        shape=alt.Shape("row:N", scale=alt.Scale(range=SHAPES), legend=None),
         tooltip=["row:N", "k:O", alt.Tooltip("pass:Q", format=".3f")],
     )
-    chart = (lines + points).properties(width=WIDTH, height=300, title="DAB pass@k (stratified average)")
+    labels = base.transform_filter(f"datum.k == {last}").mark_text(align="left", dx=8).encode(text="row:N")
+    chart = lines + labels
+    chart = chart.properties(width=WIDTH, height=300, title="DAB pass@k (stratified average)")
     return Figure("pass_at_k", "pass@k curves", chart.to_dict())
 
 
@@ -225,5 +237,16 @@ def export(figure: Figure, folder: Path) -> tuple[Path, Path]:
 
 
 def javascript() -> str:
-    """Vega, Vega-Lite and vega-embed in one script, for an HTML page that works offline."""
-    return vl_convert.javascript_bundle(vl_version=VEGA_LITE_VERSION)
+    """Vega, Vega-Lite and vega-embed in one script, for an HTML page that works offline. Bundling takes
+    seconds and depends only on the versions, so the bundle is kept in the user's cache folder."""
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    cached = cache_home / "data-agent-compare" / f"vega-{vl_convert.__version__}-vl{VEGA_LITE_VERSION}.js"
+    with contextlib.suppress(OSError):
+        return cached.read_text(encoding="utf-8")
+    bundle = vl_convert.javascript_bundle(vl_version=VEGA_LITE_VERSION)
+    with contextlib.suppress(OSError):  # no cache folder: bundle again next time
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        partial.write_text(bundle, encoding="utf-8")
+        partial.replace(cached)  # atomic: a reader never sees half a bundle
+    return bundle

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from ..compare.benchmark import create_benchmark
 from ..compare.runlog import ResultRecord, RunLog, RunLogError, UnitKey, read_run
 from ..compare.trace import Trace
+from .summary import SummaryRow, summarize
 
 
 class ReportError(Exception):
@@ -30,6 +31,7 @@ class ReportData:
     warnings: list[str] = field(default_factory=list)
     _run_of: dict[UnitKey, RunLog] = field(default_factory=dict)
     _questions: dict[str, tuple[str | None, list[str]]] = field(default_factory=dict)
+    _summary: list[SummaryRow] | None = None
 
     def trace(self, record: ResultRecord) -> Trace | None:
         """The record's trace; None (with a warning) when the file is missing; a corrupt one is an error."""
@@ -55,6 +57,12 @@ class ReportData:
         if not self._questions:
             self._questions = _questions_from_benchmarks(self.runs) or {"": (None, [])}
         return self._questions.get(record.task_id, (None, []))
+
+    def summary(self) -> list[SummaryRow]:
+        """`summary.summarize` of the records, computed once: its intervals are the costly part."""
+        if self._summary is None:
+            self._summary = summarize(self.records, infra_errors_as_failures=self.infra_errors_as_failures)
+        return self._summary
 
     def pairs(self) -> list[tuple[str, str]]:
         """(system, model) of every compared row, sorted."""

@@ -14,7 +14,7 @@ from statistics import NormalDist, stdev
 from ..compare.runlog import ResultRecord
 from .cells import Cell, ReportTable, label, plain
 from .runs import ReportData
-from .summary import correctness, judged, pairwise, per_task, summarize
+from .summary import correctness, judged, pairwise, per_task
 
 TOP_SYSTEMS = 5  # pairs grow quadratically; the leaders are what a reader compares
 ALPHA = 0.05
@@ -36,7 +36,7 @@ def tasks_needed(differences: list[float], alpha: float = ALPHA, power: float = 
 
 def top_rows(data: ReportData, limit: int = TOP_SYSTEMS) -> list[str]:
     """The `limit` system/model rows with the highest accuracy."""
-    rows = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    rows = data.summary()
     ranked = sorted((r for r in rows if r.accuracy is not None), key=lambda r: (-(r.accuracy or 0), r.system, r.model))
     return [f"{r.system}/{r.model}" for r in ranked[:limit]]
 

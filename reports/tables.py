@@ -21,7 +21,7 @@ from ..evaluators.dbgorilla import argument_bucket
 from ..evaluators.statistics import bootstrap_ci
 from .cells import Cell, ReportTable, count, has_score, label, link_of, mean_cell, plain, score
 from .runs import ReportData
-from .summary import BUDGET_STATUSES, PHASES, correctness, summarize
+from .summary import BUDGET_STATUSES, PHASES, correctness
 
 LEVEL_ORDER = {"easy": 0, "medium": 1, "hard": 2}
 COMPONENTS_PREFIX = "component_exact_match."
@@ -69,7 +69,7 @@ def overview(data: ReportData) -> ReportTable:
     columns += ["scoring errors", "accuracy [95% CI]", "cost $/task [95% CI]", "latency s [95% CI]", "model calls"]
     table = ReportTable(key="overview", title="Overview: every system × model", columns=columns)
     by_pair = groups(data.records, _system, _model)
-    for row in summarize(data.records, **flags):
+    for row in data.summary():
         rows, link = by_pair[(row.system, row.model)], link_of(row.system, row.model)
         table.rows.append(
             [
@@ -182,7 +182,7 @@ def workflow_by_difficulty(data: ReportData) -> ReportTable | None:
 
 def phase_latency(data: ReportData) -> ReportTable:
     """FDABench Table 8: mean seconds per task in each phase, and its share of the wall time."""
-    summary = summarize(data.records, infra_errors_as_failures=data.infra_errors_as_failures)
+    summary = data.summary()
     columns = ["system", "model", *PHASES, "total s"]
     table = ReportTable(key="phases", title="Latency by phase: seconds per task (share)", columns=columns)
     for row in summary:
