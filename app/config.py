@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..compare.benchmark import BENCHMARKS
-from ..compare.model import PROVIDERS, ModelConfig
+from ..compare.model import PROVIDERS, ModelConfig, RetrySettings
 from ..compare.registry import RegistryError
 from ..compare.tool import ToolSettings
 from ..compare.trace import Budgets
@@ -54,6 +54,7 @@ class RunConfig(BaseModel):
     plugins: list[str] = Field(default_factory=list)  # modules or .py files that register systems, benchmarks, ...
     budgets: Budgets = Field(default_factory=Budgets)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    retries: RetrySettings = Field(default_factory=RetrySettings)  # every model call, every provider
 
     def benchmark_options(self) -> dict[str, Any]:
         """The settings a benchmark may use (`Benchmark.__init__`)."""

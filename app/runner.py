@@ -197,7 +197,9 @@ def _answer(unit: Unit, plan: RunPlan, recorder: TraceRecorder, endpoint: Endpoi
         env = ToolEnvironment(plan.benchmark.tools(task, plan.config.tools), recorder)
     except Exception as unavailable:
         return Answer(status="data_unavailable", error=f"{type(unavailable).__name__}: {unavailable}")
-    model = MeteredModel(unit.model, get_provider(unit.model.provider), recorder, system=unit.system)
+    model = MeteredModel(
+        unit.model, get_provider(unit.model.provider), recorder, system=unit.system, retries=plan.config.retries
+    )
     agent_view = task.for_agent()
     ctx = RunContext(agent_view, env, model, endpoint=endpoint)
     recorder.start()
@@ -265,6 +267,9 @@ def _result_record(
         setup_s=trace.setup_s,
         latency_by_phase=trace.by_phase(),
         model_calls=len(trace.model_calls),
+        retries=trace.retries(),
+        backoff_s=trace.backoff_s(),
+        provider_errors=trace.provider_errors(),
         tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
         trace_file=unit.trace_file,
         judge_usage=judge_trace.usage() if judge_trace else None,

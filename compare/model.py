@@ -11,18 +11,19 @@ twin (the OpenAI-compatible endpoint of `providers/endpoint.py`), which goes thr
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import ToolCall
-from .trace import ModelCallStep, Phase, TraceRecorder, Usage, utc_now
+from .trace import FailedAttempt, ModelCallStep, Phase, TraceRecorder, Usage, utc_now
 
 
 class Message(BaseModel):
@@ -57,6 +58,9 @@ class ModelResponse(BaseModel):
     provider_model: str = ""  # the model id the provider says answered
     attempts: int = 1
     queue_s: float = 0.0  # time the call waited for the model before it ran (the local model's lock)
+    # A reply that arrived but cannot be used as it is (tool-call arguments that are not JSON): the retry
+    # policy asks again; the last attempt's reply is kept as it is when no attempt is left.
+    defect: str | None = None
 
 
 class Price(BaseModel):
@@ -85,15 +89,51 @@ class ModelConfig(BaseModel):
 
 
 class ModelError(Exception):
-    """A model call failed after the provider's own retries."""
+    """A model call (or one attempt of it) failed. `retryable` failures are retried by `MeteredModel`
+    under the run's `RetrySettings`; `retry_after_s` is the server's Retry-After."""
 
     def __init__(
-        self, message: str, *, status_code: int | None = None, attempts: int = 1, queue_s: float = 0.0
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        attempts: int = 1,
+        queue_s: float = 0.0,
+        retryable: bool = False,
+        kind: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.attempts = attempts
         self.queue_s = queue_s
+        self.retryable = retryable
+        self.kind = kind or ("server_error" if retryable else "error")
+        self.retry_after_s = retry_after_s
+
+
+class RetrySettings(BaseModel):
+    """One retry policy for every provider and every framework behind the gateway (`retries:` in
+    configs/defaults.yaml). Waits are exponential with full jitter (uniform in [0, min(max_backoff_s,
+    base_backoff_s * 2**(n-1))]) and never shorter than the server's Retry-After."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_attempts: int = Field(default=4, ge=1)  # attempts per model call, the first included
+    base_backoff_s: float = Field(default=1.0, gt=0)
+    max_backoff_s: float = Field(default=30.0, gt=0)  # ceiling of one jittered wait
+    max_retry_after_s: float = Field(default=60.0, ge=0)  # a longer Retry-After gives up instead of waiting
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)  # the longest silence between two bytes
+    attempt_timeout_s: float = Field(default=120.0, gt=0)  # hard deadline of one attempt, body included
+    call_timeout_s: float = Field(default=300.0, gt=0)  # hard deadline of a call with its retries and waits
+    retry_invalid_tool_arguments: bool = True  # ask again when tool-call arguments are not JSON
+
+    def backoff_s(self, attempt: int, retry_after_s: float | None, rng: random.Random | None = None) -> float:
+        """The wait after failed attempt number `attempt` (1-based)."""
+        ceiling = min(self.max_backoff_s, self.base_backoff_s * 2 ** (attempt - 1))
+        jittered = (rng or random).uniform(0.0, ceiling)
+        return max(jittered, retry_after_s or 0.0)
 
 
 class ModelProvider(ABC):
@@ -127,6 +167,7 @@ class CallContext(BaseModel):
     model: str
     phase: Phase  # the phase the call is made in; a reply that calls an answer tool makes it GENERATE
     agent: str | None = None
+    retries: RetrySettings = Field(default_factory=RetrySettings)  # providers take their timeouts from it
 
 
 # ---------------------------------------------------------------- providers by name
@@ -170,7 +211,8 @@ def forget_provider(name: str) -> None:
 
 
 class MeteredModel:
-    """A model bound to one task run: every `generate` is budget-checked, timed, priced, traced."""
+    """A model bound to one task run: every `generate` is budget-checked, retried under the run's
+    `RetrySettings`, timed, priced and traced (each failed attempt with its error and wait)."""
 
     def __init__(
         self,
@@ -179,13 +221,15 @@ class MeteredModel:
         recorder: TraceRecorder,
         *,
         system: str,
-        call_timeout_s: float = 600.0,
+        retries: RetrySettings | None = None,
+        call_timeout_s: float | None = None,  # overrides retries.call_timeout_s
     ) -> None:
         self.config = config
         self.provider = provider
         self.recorder = recorder
         self.system = system
-        self.call_timeout_s = call_timeout_s
+        self.retries = retries or RetrySettings()
+        self.call_timeout_s = self.retries.call_timeout_s if call_timeout_s is None else call_timeout_s
 
     @property
     def alias(self) -> str:
@@ -203,7 +247,7 @@ class MeteredModel:
         agent: str | None = None,
         via_http: bool = False,
     ) -> ModelResponse:
-        """One model call: admitted by the budgets, timed, priced, phase-labelled and traced."""
+        """One model call: admitted by the budgets, retried, timed, priced, phase-labelled and traced."""
         recorder = self.recorder
         phase = recorder.phases.before_model_call(agent, [tool.name for tool in tools or []])
         recorder.admit_model_call()
@@ -216,21 +260,87 @@ class MeteredModel:
             max_output_tokens=max_output_tokens,
         )
         context = CallContext(
-            task_id=recorder.trace.task_id, system=self.system, model=self.alias, phase=phase, agent=agent
+            task_id=recorder.trace.task_id,
+            system=self.system,
+            model=self.alias,
+            phase=phase,
+            agent=agent,
+            retries=self.retries,
         )
-        timeout_s = max(1.0, min(self.call_timeout_s, recorder.remaining_s()))
-        call = _CallTiming(agent, utc_now(), time.perf_counter(), via_http)
+        call = _Call(agent, utc_now(), time.perf_counter(), via_http)
+        # The call's hard deadline: its own timeout, never past the task's wall time (at least 1 s to try).
+        call.deadline = call.start + max(1.0, min(self.call_timeout_s, recorder.remaining_s()))
         try:
-            response = self.provider.complete(request, self.config, timeout_s=timeout_s, context=context)
+            response = self._attempts(request, context, call)
         except ModelError as error:
             self._record(call, recorder.phases.after_model_call(agent, phase, []), None, error)
             if recorder.remaining_s() <= 0:  # the call was cut short by the task's wall-time budget
                 raise recorder.refuse("time_limit", f"wall-time limit reached during a model call: {error}") from error
             raise
+        response.usage = _with_paid_attempts(response.usage, call.failed)
         self._price(response.usage)
         called = [c.name for c in response.message.tool_calls or []]
         self._record(call, recorder.phases.after_model_call(agent, phase, called), response, None)
         return response
+
+    def _attempts(self, request: ModelRequest, context: CallContext, call: _Call) -> ModelResponse:
+        """Attempts until one succeeds, a failure is not retryable, attempts run out or the deadline
+        would pass during the wait; every failed attempt goes into `call.failed`."""
+        policy = self.retries
+        while True:
+            number = len(call.failed) + 1
+            started = time.perf_counter()
+            timeout_s = max(0.001, min(policy.attempt_timeout_s, call.deadline - started))
+            try:
+                response = self.provider.complete(request, self.config, timeout_s=timeout_s, context=context)
+            except ModelError as error:
+                if error.attempts == 0:  # refused before any request was sent (no key, bad config)
+                    error.attempts = len(call.failed) + call.extra_attempts
+                    raise
+                call.extra_attempts += max(0, error.attempts - 1)  # a provider that retried on its own
+                failure = self._failed(number, started, error, None)
+                call.failed.append(failure)
+                retry_after = error.retry_after_s
+                if not error.retryable or not self._wait(call, number, retry_after, failure):
+                    error.attempts = len(call.failed) + call.extra_attempts
+                    raise
+                continue
+            call.extra_attempts += max(0, response.attempts - 1)
+            retry_defect = response.defect and policy.retry_invalid_tool_arguments
+            if retry_defect and number < policy.max_attempts:
+                error = ModelError(response.defect or "", kind="invalid_tool_arguments", retryable=True)
+                failure = self._failed(number, started, error, response.usage)
+                if self._wait(call, number, None, failure):
+                    call.failed.append(failure)
+                    continue
+            response.attempts = number + call.extra_attempts
+            return response
+
+    def _failed(self, number: int, started: float, error: ModelError, usage: Usage | None) -> FailedAttempt:
+        return FailedAttempt(
+            attempt=number,
+            kind=error.kind,
+            status_code=error.status_code,
+            error=str(error),
+            start_s=self.recorder.clock(started),
+            duration_s=time.perf_counter() - started,
+            usage=usage,
+        )
+
+    def _wait(self, call: _Call, number: int, retry_after_s: float | None, failure: FailedAttempt) -> bool:
+        """Sleep the backoff before attempt `number + 1`; False (no sleep) when the policy gives up."""
+        policy = self.retries
+        if number >= policy.max_attempts:
+            return False
+        if retry_after_s is not None and retry_after_s > policy.max_retry_after_s:
+            return False
+        wait = policy.backoff_s(number, retry_after_s)
+        if time.perf_counter() + wait >= call.deadline:  # no time left for another attempt after the wait
+            return False
+        time.sleep(wait)
+        failure.wait_s = wait
+        call.backoff_s += wait
+        return True
 
     def _price(self, usage: Usage) -> None:
         if usage.cost_source == "provider":
@@ -241,9 +351,7 @@ class MeteredModel:
         else:
             usage.cost_usd, usage.cost_source = 0.0, "free"
 
-    def _record(
-        self, call: _CallTiming, phase: Phase, response: ModelResponse | None, error: ModelError | None
-    ) -> None:
+    def _record(self, call: _Call, phase: Phase, response: ModelResponse | None, error: ModelError | None) -> None:
         message = response.message if response else None
         self.recorder.add(
             ModelCallStep(
@@ -265,13 +373,31 @@ class MeteredModel:
                 tool_calls=list(message.tool_calls or []) if message else [],
                 attempts=response.attempts if response else (error.attempts if error else 1),
                 via_http=call.via_http,
+                backoff_s=call.backoff_s,
+                failed_attempts=call.failed,
             )
         )
 
 
-@dataclass(frozen=True)
-class _CallTiming:
+def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
+    """The call's usage with the tokens of unusable replies that were paid for (a retried defect);
+    priced by the table afterwards unless the provider reported the cost."""
+    for extra in (attempt.usage for attempt in failed if attempt.usage is not None):
+        usage.input_tokens += extra.input_tokens  # in place: the response keeps its one Usage object
+        usage.output_tokens += extra.output_tokens
+        usage.reasoning_tokens += extra.reasoning_tokens
+        usage.cached_tokens += extra.cached_tokens
+        usage.cost_usd += extra.cost_usd
+    return usage
+
+
+@dataclass
+class _Call:
     agent: str | None
     started_at: str  # UTC, for people
     start: float  # perf_counter, for durations
     via_http: bool
+    deadline: float = 0.0  # perf_counter: the call's hard deadline
+    failed: list[FailedAttempt] = field(default_factory=list)
+    backoff_s: float = 0.0
+    extra_attempts: int = 0  # attempts a provider made on its own inside one of ours (legacy providers)

@@ -107,6 +107,11 @@ class ResultRecord(BaseModel):
     setup_s: float = 0.0
     latency_by_phase: dict[str, PhaseTotals]
     model_calls: int
+    # The retry policy at work (added within schema 2: older records read as 0): attempts beyond the first,
+    # seconds slept between attempts (not in any model latency), and failed attempts (provider errors).
+    retries: int = 0
+    backoff_s: float = 0.0
+    provider_errors: int = 0
     tool_calls: list[ToolCallSummary]
     trace_file: str
     judge_usage: Usage | None = None

@@ -1,7 +1,11 @@
 """The trace of one task run: model calls, tool calls and messages, each timed and labelled.
 
 Durations come from `time.perf_counter()` around the real work (the model call or the tool
-call); nothing here is estimated. Each step also keeps its start on the task's clock, so
+call); nothing here is estimated. A model call's `duration_s` spans all its attempts; the backoff
+sleeps between them (`backoff_s`, each failed attempt with its wait in `failed_attempts`) are not
+model time: `by_phase` counts them in a `backoff` bucket of their own, so the phases still add up to
+the wall time and a provider's rate limits never inflate a system's decision or generate latency.
+Each step also keeps its start on the task's clock, so
 steps that overlap (a framework's parallel tool calls, LOTUS's batched model calls) are
 accounted without counting an instant twice (`Trace.by_phase`).
 
@@ -20,7 +24,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from .task import AnswerStatus, ToolCall
 
@@ -33,6 +37,7 @@ class Phase(StrEnum):
 
 
 QUEUE = "queue"  # time a model call waited for the model (the embedded model runs one call at a time)
+BACKOFF = "backoff"  # time a model call slept between attempts (retry backoff): neither model nor system time
 OTHER = "other"  # wall time in no step: the system's own work
 
 
@@ -40,12 +45,27 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0  # part of output_tokens, reported separately by some providers
+    cached_tokens: int = 0  # part of input_tokens served from the provider's prompt cache
     cost_usd: float = 0.0
     cost_source: Literal["provider", "price_table", "free", "mixed"] = "free"  # mixed: a sum over sources
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+class FailedAttempt(BaseModel):
+    """One attempt of a model call that failed (rate limit, server error, timeout, lost connection,
+    an incomplete reply); the call's retry policy decided what followed."""
+
+    attempt: int  # 1-based
+    kind: str  # rate_limit, server_error, timeout, connection, malformed, invalid_tool_arguments, client_error, ...
+    status_code: int | None = None
+    error: str
+    start_s: float | None = None  # on the task's clock
+    duration_s: float = 0.0  # the attempt itself
+    wait_s: float = 0.0  # backoff slept after it before the next attempt (0: none followed)
+    usage: Usage | None = None  # a reply that arrived but was unusable was still paid for
 
 
 class ModelCallStep(BaseModel):
@@ -68,6 +88,15 @@ class ModelCallStep(BaseModel):
     via_http: bool = False  # made through the loopback OpenAI-compatible endpoint
     start_s: float | None = None  # on the task's clock; None in traces written before schema 2
     queue_s: float = 0.0  # the part of duration_s spent waiting for the model, not in it
+    # duration_s spans the whole call; retries' backoff sleeps are part of it but not model time:
+    backoff_s: float = 0.0  # the part of duration_s slept between attempts (the `backoff` bucket of by_phase)
+    failed_attempts: list[FailedAttempt] = Field(default_factory=list)  # attempts - 1 on success, attempts on failure
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def model_latency_s(self) -> float:
+        """Time spent in the model: the call's span without queueing and backoff."""
+        return max(0.0, self.duration_s - self.queue_s - self.backoff_s)
 
 
 class ToolCallStep(BaseModel):
@@ -142,15 +171,27 @@ class Trace(BaseModel):
             total.input_tokens += step.usage.input_tokens
             total.output_tokens += step.usage.output_tokens
             total.reasoning_tokens += step.usage.reasoning_tokens
+            total.cached_tokens += step.usage.cached_tokens
             total.cost_usd += step.usage.cost_usd
         sources = {step.usage.cost_source for step in self.model_calls}
         total.cost_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "free")
         return total
 
+    def retries(self) -> int:
+        """Attempts beyond the first, over all model calls."""
+        return sum(max(0, step.attempts - 1) for step in self.model_calls)
+
+    def backoff_s(self) -> float:
+        return sum(step.backoff_s for step in self.model_calls)
+
+    def provider_errors(self) -> int:
+        """Failed attempts (each error a provider gave, retried or final)."""
+        return sum(len(step.failed_attempts) for step in self.model_calls)
+
     def by_phase(self) -> dict[str, PhaseTotals]:
-        """Latency, calls, tokens and cost per phase; `queue` is waiting for the model, `other` the
-        wall time in no step. Every instant of the wall time counts once (`phase_seconds`), so the
-        latencies add up to the wall time also when steps overlap."""
+        """Latency, calls, tokens and cost per phase; `queue` is waiting for the model, `backoff` sleeping
+        between a call's attempts, `other` the wall time in no step. Every instant of the wall time counts
+        once (`phase_seconds`), so the latencies add up to the wall time also when steps overlap."""
         totals: dict[str, PhaseTotals] = defaultdict(PhaseTotals)
         for step in self.steps:
             bucket = totals[step.phase.value]
@@ -170,8 +211,8 @@ class Trace(BaseModel):
 
 
 def _intervals(steps: list[Step]) -> list[tuple[float, float, str]]:
-    """(start, end, bucket) of every timed step; a model call's queueing is its own bucket.
-    Steps without a start (traces before schema 2) are laid end to end, as they then ran."""
+    """(start, end, bucket) of every timed step; a model call's queueing and its backoff sleeps are
+    buckets of their own. Steps without a start (traces before schema 2) are laid end to end."""
     intervals, cursor = [], 0.0
     for step in steps:
         if step.duration_s <= 0:
@@ -182,9 +223,29 @@ def _intervals(steps: list[Step]) -> list[tuple[float, float, str]]:
         queued = min(step.queue_s, step.duration_s) if isinstance(step, ModelCallStep) else 0.0
         if queued > 0:
             intervals.append((start, start + queued, QUEUE))
-        if end > start + queued:
-            intervals.append((start + queued, end, step.phase.value))
+        waits = _backoff_windows(step, start + queued, end) if isinstance(step, ModelCallStep) else []
+        left = start + queued
+        for wait_start, wait_end in waits:  # the call's own phase between its backoff sleeps
+            if wait_start > left:
+                intervals.append((left, wait_start, step.phase.value))
+            intervals.append((wait_start, wait_end, BACKOFF))
+            left = wait_end
+        if end > left:
+            intervals.append((left, end, step.phase.value))
     return intervals
+
+
+def _backoff_windows(step: ModelCallStep, low: float, high: float) -> list[tuple[float, float]]:
+    """The call's backoff sleeps on the task's clock, in order, clipped to [low, high]."""
+    windows = []
+    for attempt in step.failed_attempts:
+        if attempt.wait_s <= 0 or attempt.start_s is None:
+            continue
+        wait_start = max(low, attempt.start_s + attempt.duration_s)
+        wait_end = min(high, wait_start + attempt.wait_s)
+        if wait_end > wait_start and (not windows or wait_start >= windows[-1][1]):
+            windows.append((wait_start, wait_end))
+    return windows
 
 
 def phase_seconds(steps: list[Step], wall_time_s: float) -> dict[str, float]:

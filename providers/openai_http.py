@@ -1,186 +1,90 @@
-"""OpenRouter and any OpenAI-compatible endpoint over plain HTTP (httpx).
+"""Any OpenAI-compatible endpoint (vLLM, Ollama, LM Studio, a company proxy) over plain HTTP (httpx).
 
-Raw httpx rather than the `openrouter` SDK: the gateway server needs the OpenAI JSON
-conversion anyway (`openai_protocol`), and owning the request lets us bound retries by
-the call's deadline, honour Retry-After, read OpenRouter's `usage.cost`, and keep the
-API key out of every error message.
+One attempt per `complete`: the retry policy is `MeteredModel`'s, the same for every provider, so
+this only classifies what went wrong (`ModelError.retryable`, `kind`, Retry-After). Each attempt
+has a hard deadline (`http_deadline`): a server that trickles or hangs cannot hold it past
+`timeout_s`. The API key is read at call time and kept out of every error message.
+
+OpenRouter has its own provider on the official SDK (`providers/openrouter.py`);
+`OpenRouterProvider` is still importable from here, the name the entry point registers.
 """
 
 from __future__ import annotations
 
-import email.utils
+import json
 import os
-import time
 from typing import Any
 
 import httpx
 
 from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
 from .openai_protocol import request_to_openai, response_from_openai
-
-OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
-OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
-MAX_ATTEMPTS = 3
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-MAX_BACKOFF_S = 30.0
-
-
-class _Transient(Exception):
-    """A failure worth retrying (rate limit, server error, lost connection)."""
-
-    def __init__(self, message: str, status_code: int | None, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.retry_after_s = retry_after_s
 
 
 class OpenAIHTTPProvider(ModelProvider):
-    """Any OpenAI-compatible server (vLLM, Ollama, LM Studio, a proxy) at the alias's base_url.
-
-    POSTs `{base_url}/chat/completions`; one shared (thread-safe) httpx client."""
+    """POSTs `{base_url}/chat/completions`; one shared (thread-safe) httpx client."""
 
     name = "openai-compatible"
 
-    def __init__(self, *, base_backoff_s: float = 1.0) -> None:
-        self.base_backoff_s = base_backoff_s
-        self._client = httpx.Client(timeout=None)  # each request gets the call's remaining time
+    def __init__(self) -> None:
+        self._client = deadline_client()
 
     def complete(
         self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
     ) -> ModelResponse:
-        key = self._api_key(config)
-        url = self._base_url(config).rstrip("/") + "/chat/completions"
-        body = self._body(request, config)
-        deadline = time.monotonic() + timeout_s
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            try:
-                data = self._post(url, body, key, deadline)
-                response = self._parse(data)
-            except _Transient as failure:
-                delay = _backoff_s(self.base_backoff_s, attempt, failure.retry_after_s)
-                if attempt == MAX_ATTEMPTS or time.monotonic() + delay >= deadline:
-                    raise ModelError(
-                        f"{failure} (gave up after {attempt} attempt(s))",
-                        status_code=failure.status_code,
-                        attempts=attempt,
-                    ) from None
-                time.sleep(delay)
-                continue
-            except ModelError as error:
-                error.attempts = attempt
-                raise
-            response.attempts = attempt
-            return response
-        raise AssertionError("unreachable: the loop returns or raises")
+        key = os.environ.get(config.api_key_env) if config.api_key_env else None  # read at call time, never stored
+        if not config.base_url:
+            raise ModelError(f"model {config.alias!r}: an openai-compatible provider needs base_url", attempts=0)
+        url = config.base_url.rstrip("/") + "/chat/completions"
+        body = {**request_to_openai(request, config.model_id), **config.params}
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            with deadline(timeout_s, context.retries):
+                reply = self._client.post(url, json=body, headers=headers)
+        except httpx.TransportError as error:  # timeouts included
+            raise transport_error(error, key) from None
+        return parse_reply(reply.status_code, reply.content, reply.headers, key)
 
     def close(self) -> None:
         self._client.close()
 
-    # ------------------------------------------------------------ request
 
-    def _api_key(self, config: ModelConfig) -> str | None:
-        """Read at call time so a key set after start-up works; never stored on the provider."""
-        env = config.api_key_env or (OPENROUTER_KEY_ENV if self.name == "openrouter" else None)
-        key = os.environ.get(env) if env else None
-        if self.name == "openrouter" and not key:
-            raise ModelError(f"OpenRouter needs an API key: set the environment variable {env}", attempts=0)
-        return key or None
-
-    def _base_url(self, config: ModelConfig) -> str:
-        if config.base_url:
-            return config.base_url
-        if self.name == "openrouter":
-            return OPENROUTER_BASE_URL
-        raise ModelError(f"model {config.alias!r}: an openai-compatible provider needs base_url", attempts=0)
-
-    def _body(self, request: ModelRequest, config: ModelConfig) -> dict[str, Any]:
-        body = request_to_openai(request, config.model_id)
-        if self.name == "openrouter":
-            body["usage"] = {"include": True}  # makes OpenRouter report usage.cost
-        body.update(config.params)
-        return body
-
-    def _post(self, url: str, body: dict[str, Any], key: str | None, deadline: float) -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ModelError("model call timed out before the request was sent")
-        try:
-            reply = self._client.post(url, json=body, headers=headers, timeout=remaining)
-        except httpx.TimeoutException as error:
-            raise ModelError(f"model call timed out ({type(error).__name__})") from None
-        except httpx.TransportError as error:
-            raise _Transient(f"connection failed: {type(error).__name__}: {_redact(str(error), key)}", None) from None
-        return _checked_json(reply, key)
-
-    # ------------------------------------------------------------ response
-
-    @staticmethod
-    def _parse(data: dict[str, Any]) -> ModelResponse:
-        try:
-            return response_from_openai(data)
-        except (ValueError, TypeError, AttributeError) as error:
-            raise ModelError(f"malformed completion response: {error}") from None
-
-
-def _checked_json(reply: httpx.Response, key: str | None) -> dict[str, Any]:
-    """The JSON body of a successful reply; errors (also OpenRouter's 200-with-error) raised."""
+def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | None) -> ModelResponse:
+    """A completion from an HTTP reply, or the ModelError that says what was wrong with it
+    (also OpenRouter's 200 whose body is an error)."""
     try:
-        data = reply.json()
-    except ValueError:
+        data = json.loads(content) if content else None
+    except (ValueError, UnicodeDecodeError):
         data = None
     error = data.get("error") if isinstance(data, dict) else None
-    if reply.status_code == 200 and isinstance(data, dict) and not error:
-        return data
-    status = reply.status_code
-    if reply.status_code == 200 and isinstance(error, dict) and isinstance(error.get("code"), int):
-        status = error["code"]  # OpenRouter: the upstream failure's code, inside a 200 reply
-    message = _redact(_error_message(error, reply), key)
-    text = f"HTTP {status}: {message}" if status == reply.status_code else f"HTTP 200, error {status}: {message}"
-    if status in RETRYABLE_STATUS or (reply.status_code == 200 and data is None):
-        raise _Transient(text, status, _retry_after_s(reply))
-    raise ModelError(text, status_code=status)
+    if status == 200 and isinstance(data, dict) and not error:
+        try:
+            return response_from_openai(data)
+        except (ValueError, TypeError, AttributeError) as problem:
+            raise malformed(str(problem)) from None
+    if status == 200 and isinstance(error, dict) and isinstance(error.get("code"), int):
+        code = error["code"]  # OpenRouter: the upstream failure's code, inside a 200 reply
+        raise status_error(code, f"HTTP 200, error {code}: {redact(error_message(error, content), key)}")
+    if status == 200:
+        raise malformed("empty body" if not content else f"not JSON: {content[:200]!r}")
+    text = f"HTTP {status}: {redact(error_message(error, content), key)}"
+    raise status_error(status, text, retry_after_s(headers))
 
 
-def _error_message(error: Any, reply: httpx.Response) -> str:
+def error_message(error: Any, content: bytes) -> str:
     if isinstance(error, dict) and error.get("message"):
         raw = (error.get("metadata") or {}).get("raw")  # OpenRouter: the upstream provider's own error
         return str(error["message"]) + (f" ({str(raw)[:300]})" if raw else "")
     if isinstance(error, str):
         return error
-    return reply.text[:500] or reply.reason_phrase
+    return content[:500].decode("utf-8", "replace") or "(empty body)"
 
 
-def _retry_after_s(reply: httpx.Response) -> float | None:
-    """Retry-After as seconds or as an HTTP date; None when absent or unreadable."""
-    value = reply.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+def __getattr__(name: str) -> Any:
+    """`OpenRouterProvider` moved to `providers.openrouter`; installed entry points still name it here."""
+    if name == "OpenRouterProvider":
+        from .openrouter import OpenRouterProvider
 
-
-def _backoff_s(base_s: float, attempt: int, retry_after_s: float | None) -> float:
-    if retry_after_s is not None:
-        return retry_after_s
-    return min(MAX_BACKOFF_S, base_s * 2 ** (attempt - 1))
-
-
-def _redact(text: str, key: str | None) -> str:
-    return text.replace(key, "[redacted]") if key else text
-
-
-class OpenRouterProvider(OpenAIHTTPProvider):
-    """OpenRouter: the key from OPENROUTER_API_KEY (or the alias's api_key_env), cost as it reports it."""
-
-    name = "openrouter"
-
-    @classmethod
-    def key_variable(cls, config: ModelConfig) -> str | None:
-        return config.api_key_env or OPENROUTER_KEY_ENV
+        return OpenRouterProvider
+    raise AttributeError(name)

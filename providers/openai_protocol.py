@@ -182,10 +182,12 @@ def request_from_openai(body: dict[str, Any]) -> ModelRequest:
 def usage_from_openai(raw: dict[str, Any] | None) -> Usage:
     raw = raw or {}
     details = raw.get("completion_tokens_details") or {}
+    prompt_details = raw.get("prompt_tokens_details") or {}
     usage = Usage(
         input_tokens=raw.get("prompt_tokens") or 0,
         output_tokens=raw.get("completion_tokens") or 0,
         reasoning_tokens=details.get("reasoning_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens") or 0,
     )
     if isinstance(raw.get("cost"), int | float):  # OpenRouter reports the charged USD amount
         usage.cost_usd, usage.cost_source = float(raw["cost"]), "provider"
@@ -197,6 +199,7 @@ def usage_to_openai(usage: Usage) -> dict[str, Any]:
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "cost": usage.cost_usd,
     }
@@ -216,23 +219,27 @@ def response_from_openai(body: dict[str, Any]) -> ModelResponse:
         usage=usage_from_openai(body.get("usage")),
         finish_reason=choice.get("finish_reason"),
         provider_model=body.get("model") or "",
+        defect=arguments_defect(message),
     )
 
 
+def arguments_defect(message: Message) -> str | None:
+    """Why the reply's tool calls cannot be used as they are: arguments that are not a JSON object."""
+    broken = [call.name for call in message.tool_calls or [] if set(call.arguments) == {RAW_ARGUMENTS_KEY}]
+    return f"tool-call arguments are not a JSON object: {', '.join(broken)}" if broken else None
+
+
 def response_to_openai(response: ModelResponse, model: str) -> dict[str, Any]:
+    """A complete chat.completion, as strict clients (the OpenAI and OpenRouter SDKs) validate it."""
+    message = message_to_openai(response.message)
+    message.setdefault("refusal", None)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message_to_openai(response.message),
-                "finish_reason": finish_reason(response),
-                "logprobs": None,
-            }
-        ],
+        "system_fingerprint": None,  # required (nullable) by the OpenRouter SDK
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(response), "logprobs": None}],
         "usage": usage_to_openai(response.usage),
     }
 
@@ -250,12 +257,13 @@ def stream_chunks(response: ModelResponse, model: str) -> list[dict[str, Any]]:
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
+        "system_fingerprint": None,
     }
     delta = message_to_openai(response.message)
     for index, call in enumerate(delta.get("tool_calls") or []):
         call["index"] = index  # stream deltas address tool calls by position
     return [
-        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason(response)}]},
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason(response), "logprobs": None}]},
         {**head, "choices": [], "usage": usage_to_openai(response.usage)},
     ]

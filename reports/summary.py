@@ -30,7 +30,7 @@ from rich.table import Table
 from ..compare.runlog import Manifest, ResultRecord
 from ..evaluators.statistics import bootstrap_ci, paired_bootstrap, sign_test
 
-PHASES = ("decision", "execute", "retry", "generate", "queue", "other")
+PHASES = ("decision", "execute", "retry", "generate", "queue", "backoff", "other")
 BUDGET_STATUSES = ("max_steps", "max_tokens", "time_limit")
 
 
@@ -60,6 +60,9 @@ class SummaryRow(BaseModel):
     mean_reasoning_tokens: float | None
     total_cost_usd: float
     cost_per_correct_usd: float | None  # total cost / correct trials
+    retries: int = 0  # model-call attempts beyond the first (the retry policy at work), over all records
+    provider_errors: int = 0  # failed attempts: every error a provider gave, retried or not
+    backoff_s: float = 0.0  # total seconds slept between attempts (in no model latency)
 
 
 class PairRow(BaseModel):
@@ -156,6 +159,9 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         mean_reasoning_tokens=_mean(r.usage.reasoning_tokens for r in spent),
         total_cost_usd=total_cost,
         cost_per_correct_usd=total_cost / correct if correct else None,
+        retries=sum(r.retries for r in rows),
+        provider_errors=sum(r.provider_errors for r in rows),
+        backoff_s=sum(r.backoff_s for r in rows),
     )
 
 
@@ -212,6 +218,7 @@ COLUMNS = [
     ("infra errors", lambda r: str(r.infra_errors)),
     ("unavailable", lambda r: str(r.unavailable)),
     ("budget stops", lambda r: str(r.stopped_by_budget)),
+    ("retries / provider errors / backoff s", lambda r: f"{r.retries} / {r.provider_errors} / {r.backoff_s:.1f}"),
     ("scoring errors", lambda r: str(r.scoring_errors)),
     ("accuracy", lambda r: f"{_fmt(r.accuracy)} (n={r.accuracy_n})"),
     ("95% CI", lambda r: "–" if r.accuracy_ci is None else f"[{r.accuracy_ci[0]:.3f}, {r.accuracy_ci[1]:.3f}]"),
@@ -364,5 +371,6 @@ def markdown(
         "orchestration score against the gold DAG. RS = rubric score (needs --judge).",
         "'queue' = waiting for the model (the embedded model runs one call at a time); 'other' = wall time",
         "outside any model or tool call. Overlapping steps share their time (no instant counts twice).",
+        "'backoff' = sleeping between a model call's attempts (retries); it is in no model latency.",
     ]
     return "\n".join(lines) + "\n"

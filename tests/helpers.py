@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import socket
+import struct
 import sys
 import threading
 import time
@@ -198,6 +199,10 @@ class FakeResponse:
     body: dict[str, Any] | str
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    # Faults (`fault_response`): "reset" drops the connection with a TCP RST; "trickle" sends the
+    # headers, then the body one byte every `trickle_s`; "hang" answers nothing until the server stops.
+    fault: str | None = None
+    trickle_s: float = 0.25
 
 
 @dataclass
@@ -231,6 +236,7 @@ def completion(
             "model": model,
             "object": "chat.completion",
             "created": 1732300000,
+            "system_fingerprint": None,  # required (nullable) by the OpenRouter SDK's strict validation
             "choices": [
                 {
                     "logprobs": None,
@@ -280,16 +286,50 @@ def load_recorded(path: Path) -> dict[str, FakeResponse]:
     return recorded
 
 
+def fault_response(kind: str) -> FakeResponse:
+    """One faulty reply: "429" (Retry-After 0), "500", "no_choices" (a 200 without choices), "empty"
+    (a 200 with an empty body), "invalid_json", "reset", "trickle" or "hang"."""
+    bodies: dict[str, FakeResponse] = {
+        "429": error_response(429, "Rate limit exceeded", retry_after="0"),
+        "500": error_response(500, "Internal Server Error"),
+        "no_choices": FakeResponse({"id": "gen-1", "object": "chat.completion", "created": 1, "model": "m"}),
+        "empty": FakeResponse(""),
+        "invalid_json": FakeResponse('{"id": "gen-1", "choices": [{"message": '),
+        "reset": FakeResponse("", fault="reset"),
+        "trickle": FakeResponse(text_response("slow").body, fault="trickle"),
+        "hang": FakeResponse("", fault="hang"),
+    }
+    return bodies[kind]
+
+
+FAULT_KINDS = ("429", "500", "no_choices", "empty", "invalid_json", "reset", "trickle", "hang")
+
+
+class _FakeHTTPServer(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 stalls connections above ~32 in flight
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up (fault tests) is no error
+            super().handle_error(request, client_address)
+
+
 class FakeOpenAIServer:
-    """`with FakeOpenAIServer() as fake: fake.enqueue(...); ... fake.requests`"""
+    """`with FakeOpenAIServer() as fake: fake.enqueue(...); ... fake.requests`
+
+    `responder(request)`, when set, answers every POST instead of the queue (fault injection);
+    `get_routes` maps a path suffix (e.g. "/models") to the reply of a GET."""
 
     def __init__(self, *, latency_s: float = 0.0, default: FakeResponse | None = None) -> None:
         self.latency_s = latency_s  # test-only artificial delay before every response
         self.default = default  # served when the queue is empty
         self.requests: list[RecordedRequest] = []
+        self.responder: Callable[[RecordedRequest], FakeResponse] | None = None
+        self.get_routes: dict[str, FakeResponse] = {}
+        self.stopping = threading.Event()  # ends hanging and trickling replies when the server stops
         self._queue: deque[FakeResponse] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _FakeHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
@@ -303,15 +343,27 @@ class FakeOpenAIServer:
     def next_response(self, request: RecordedRequest) -> FakeResponse:
         with self._lock:
             self.requests.append(request)
+            if self.responder is not None and request.method == "POST":
+                return self.responder(request)
             if self._queue:
                 return self._queue.popleft()
         return self.default or error_response(400, "fake server: no scripted response left")
+
+    def get_response(self, request: RecordedRequest) -> FakeResponse:
+        with self._lock:
+            self.requests.append(request)
+        path = request.path.split("?", 1)[0]
+        for suffix, response in self.get_routes.items():
+            if path.endswith(suffix):
+                return response
+        return error_response(404, f"fake server: no GET route for {path}")
 
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
@@ -320,6 +372,13 @@ class FakeOpenAIServer:
 def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, like the real service
+        disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+
+        def do_GET(self) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            response = fake.get_response(RecordedRequest("GET", self.path, headers, None))
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._send(response)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -335,6 +394,13 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(response)
 
         def _send(self, response: FakeResponse) -> None:
+            if response.fault == "reset":
+                self._reset()
+                return
+            if response.fault == "hang":
+                fake.stopping.wait(60)
+                self.close_connection = True
+                return
             payload = response.body if isinstance(response.body, str) else json.dumps(response.body)
             data = payload.encode()
             self.send_response(response.status)
@@ -343,7 +409,25 @@ def _handler_for(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.end_headers()
+            if response.fault == "trickle":
+                self._trickle(data, response.trickle_s)
+                return
             self.wfile.write(data)
+
+        def _reset(self) -> None:
+            """Close with SO_LINGER 0: the client gets a TCP RST instead of a reply."""
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+
+        def _trickle(self, data: bytes, interval_s: float) -> None:
+            self.wfile.flush()
+            for index in range(len(data)):
+                if fake.stopping.wait(interval_s):
+                    break
+                self.wfile.write(data[index : index + 1])
+                self.wfile.flush()
+            self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output quiet

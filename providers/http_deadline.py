@@ -1,0 +1,176 @@
+"""HTTP with a hard deadline per attempt, shared by the HTTP providers (httpx and the OpenRouter SDK).
+
+httpx's read timeout bounds the silence between two bytes, not a request: a server trickling one
+byte every 0.25 s keeps a request alive forever. Here every socket operation (connect, TLS, write,
+read) gets `min(its own timeout, time left before the deadline)`, and one that starts after the
+deadline fails at once, so no request outlives its deadline by more than one scheduling delay —
+headers and body alike, without a watchdog thread. The deadline and the per-operation timeouts are
+set around a request by `deadline(...)` (a context variable: httpx's sync client does its I/O in the
+calling thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import email.utils
+import ssl
+import time
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpcore
+import httpx
+
+from ..compare.model import ModelError, RetrySettings
+
+
+@dataclass(frozen=True)
+class _Limits:
+    deadline: float  # time.monotonic()
+    connect_s: float
+    read_s: float  # also bounds a write
+
+
+_limits: contextvars.ContextVar[_Limits | None] = contextvars.ContextVar("compare_http_limits", default=None)
+
+
+@contextlib.contextmanager
+def deadline(timeout_s: float, settings: RetrySettings) -> Iterator[None]:
+    """Every socket operation of requests made in this block ends by `timeout_s` from now."""
+    token = _limits.set(_Limits(time.monotonic() + timeout_s, settings.connect_timeout_s, settings.read_timeout_s))
+    try:
+        yield
+    finally:
+        _limits.reset(token)
+
+
+def _bounded(timeout: float | None, own: str, expired: type[Exception]) -> float | None:
+    limits = _limits.get()
+    if limits is None:
+        return timeout
+    left = limits.deadline - time.monotonic()
+    if left <= 0:
+        raise expired("the attempt's deadline passed")
+    bound = min(left, limits.connect_s if own == "connect" else limits.read_s)
+    return bound if timeout is None else min(timeout, bound)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout, "read", httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _bounded(timeout, "read", httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        bounded = _bounded(timeout, "connect", httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, bounded))
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        bounded = _bounded(timeout, "connect", httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_tcp(host, port, bounded, local_address, socket_options))
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        bounded = _bounded(timeout, "connect", httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, bounded, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def deadline_client(**options: typing.Any) -> httpx.Client:
+    """A thread-safe httpx client whose requests obey `deadline(...)`; no timeouts of its own.
+
+    httpx has no public hook for the network backend: the transport's pool gets ours (httpx 0.28,
+    httpcore 1.0; checked here so that a change fails loudly rather than losing the deadline)."""
+    transport = httpx.HTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+    pool = transport._pool
+    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
+        raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
+    pool._network_backend = _DeadlineBackend()
+    return httpx.Client(transport=transport, timeout=None, **options)
+
+
+# ---------------------------------------------------------------- classifying failures
+
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+
+
+def status_kind(status: int) -> str:
+    if status == 429:
+        return "rate_limit"
+    return "server_error" if status >= 500 else "client_error"
+
+
+def status_error(status: int, text: str, retry_after_s: float | None = None) -> ModelError:
+    """A ModelError for an HTTP error status: retryable when the status is transient."""
+    return ModelError(
+        text,
+        status_code=status,
+        retryable=status in RETRYABLE_STATUS,
+        kind=status_kind(status),
+        retry_after_s=retry_after_s,
+    )
+
+
+def transport_error(error: Exception, key: str | None) -> ModelError:
+    """A ModelError for a timeout or a lost connection (both retryable)."""
+    if isinstance(error, httpx.TimeoutException):
+        return ModelError(f"timed out ({type(error).__name__}: {error})", retryable=True, kind="timeout")
+    return ModelError(
+        f"connection failed: {type(error).__name__}: {redact(str(error), key)}", retryable=True, kind="connection"
+    )
+
+
+def malformed(message: str) -> ModelError:
+    """A reply that arrived but is incomplete (no choices, empty body, not JSON): retryable."""
+    return ModelError(f"malformed completion response: {message}", retryable=True, kind="malformed")
+
+
+def retry_after_s(headers: httpx.Headers) -> float | None:
+    """Retry-After as seconds or as an HTTP date; None when absent or unreadable."""
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def redact(text: str, key: str | None) -> str:
+    return text.replace(key, "[redacted]") if key else text

@@ -1,0 +1,147 @@
+"""OpenRouter through its official Python SDK (`openrouter`), one attempt per `complete`.
+
+The SDK's own retries are off (by default it retries 5xx for up to an hour and never 429), so
+`MeteredModel`'s retry policy applies as for every provider. Its HTTP client is ours
+(`http_deadline.deadline_client`), so every attempt has a hard deadline. Usage is read typed from
+the SDK's result: tokens, reasoning and cached tokens, and the USD cost OpenRouter charged.
+
+The SDK validates replies strictly (`system_fingerprint` is required, for instance). A reply it
+refuses is read by the suite's own lenient parser (`openai_http.parse_reply`): a complete answer
+missing an optional-in-practice field is used, an incomplete one (no choices, empty body, not JSON,
+OpenRouter's 200 whose body is an error) is a retryable failure.
+
+`OPENROUTER_BASE_URL` overrides OpenRouter's address (a proxy, or a local fake server in tests);
+a model alias's `base_url` overrides both.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import httpx
+from openrouter import OpenRouter, components
+from openrouter import errors as sdk_errors
+
+from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..compare.trace import Usage
+from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
+from .openai_http import error_message, parse_reply
+from .openai_protocol import arguments_defect, request_to_openai, response_from_openai
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
+BASE_URL_ENV = "OPENROUTER_BASE_URL"
+
+# The SDK logs whole requests and replies at debug level: never let that reach a log handler.
+_SILENT = logging.getLogger("data_agent_compare.openrouter_sdk")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+_SILENT.disabled = True
+
+
+def openrouter_base_url(config: ModelConfig | None = None) -> str:
+    """The alias's base_url, else $OPENROUTER_BASE_URL, else OpenRouter's."""
+    return (config.base_url if config else None) or os.environ.get(BASE_URL_ENV) or OPENROUTER_BASE_URL
+
+
+class OpenRouterProvider(ModelProvider):
+    """OpenRouter: the key from OPENROUTER_API_KEY (or the alias's api_key_env), read at call time."""
+
+    name = "openrouter"
+
+    def __init__(self) -> None:
+        self._client = deadline_client(follow_redirects=True)
+        self._sdks: dict[str, OpenRouter] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def key_variable(cls, config: ModelConfig) -> str | None:
+        return config.api_key_env or OPENROUTER_KEY_ENV
+
+    def complete(
+        self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
+    ) -> ModelResponse:
+        variable = self.key_variable(config)
+        key = os.environ.get(variable) if variable else None
+        if not key:
+            raise ModelError(f"OpenRouter needs an API key: set the environment variable {variable}", attempts=0)
+        arguments = self._arguments(request, config)
+        try:
+            with deadline(timeout_s, context.retries):
+                result = self._sdk(openrouter_base_url(config)).chat.send(
+                    **arguments, retries=None, http_headers={"Authorization": f"Bearer {key}"}
+                )
+        except sdk_errors.OpenRouterError as error:
+            if error.status_code == 200:  # a reply the SDK refused: read leniently, or say what is missing
+                return parse_reply(200, (error.body or "").encode(), error.headers, key)
+            raise _status_failure(error, key) from None
+        except httpx.TransportError as error:  # timeouts included
+            raise transport_error(error, key) from None
+        except sdk_errors.NoResponseError as error:
+            raise ModelError(f"no response: {error}", retryable=True, kind="connection") from None
+        if not isinstance(result, components.ChatResult):
+            raise malformed(f"unexpected result {type(result).__name__}")
+        return _response(result)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _sdk(self, base_url: str) -> OpenRouter:
+        with self._lock:
+            if base_url not in self._sdks:  # retries off; our client, so our deadlines; no debug logging
+                self._sdks[base_url] = OpenRouter(
+                    server_url=base_url, client=self._client, retry_config=None, debug_logger=_SILENT
+                )
+            return self._sdks[base_url]
+
+    @staticmethod
+    def _arguments(request: ModelRequest, config: ModelConfig) -> dict[str, Any]:
+        body = request_to_openai(request, config.model_id)
+        for name, value in config.params.items():
+            if name in ("retries", "server_url", "http_headers", "stream"):
+                raise ModelError(f"model {config.alias!r}: params may not set {name!r}", attempts=0)
+            body[name] = value
+        return body
+
+
+def _response(result: components.ChatResult) -> ModelResponse:
+    """The suite's response from the SDK's typed result (message through the shared OpenAI parser)."""
+    if not result.choices:
+        raise malformed("response has no choices")
+    response = response_from_openai(result.model_dump(mode="json", by_alias=True))
+    response.usage = usage_from_sdk(result.usage)
+    response.defect = arguments_defect(response.message)
+    return response
+
+
+def usage_from_sdk(usage: components.ChatUsage | None) -> Usage:
+    """Typed usage: tokens, reasoning and cached tokens, and the cost OpenRouter charged."""
+    if usage is None:
+        return Usage()
+    completion = usage.completion_tokens_details or None
+    prompt = usage.prompt_tokens_details or None
+    out = Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        reasoning_tokens=(completion.reasoning_tokens if completion else None) or 0,
+        cached_tokens=(prompt.cached_tokens if prompt else None) or 0,
+    )
+    if isinstance(usage.cost, int | float):
+        out.cost_usd, out.cost_source = float(usage.cost), "provider"
+    return out
+
+
+def _status_failure(error: sdk_errors.OpenRouterError, key: str) -> ModelError:
+    """A ModelError for an error status the SDK raised (retryable when transient)."""
+    content = (error.body or "").encode()
+    try:
+        data = json.loads(content) if content else None
+    except ValueError:
+        data = None
+    detail = error_message(data.get("error") if isinstance(data, dict) else None, content)
+    text = f"HTTP {error.status_code}: {redact(detail, key)}"
+    return status_error(error.status_code, text, retry_after_s(error.headers))
