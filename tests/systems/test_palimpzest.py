@@ -1,0 +1,182 @@
+"""The `palimpzest` system: palimpzest 0.9.0 in its own environment (`.venv-palimpzest`), driven through
+the worker protocol, its model calls through the real gateway.
+
+Tests that need the environment skip without it, except in CI, where `setup.sh` must have made it.
+"""
+
+import json
+import os
+
+import pytest
+
+from data_agent_compare.app.config import load_model_table
+from data_agent_compare.compare import SYSTEMS, create_system
+from data_agent_compare.compare.model import CallContext, Message, ModelRequest
+from data_agent_compare.providers.scripted import tool_call_message
+from data_agent_compare.systems.palimpzest_system import (
+    PYTHON_VARIABLE,
+    PalimpzestSystem,
+    document_chunks,
+    refusal,
+    worker_python,
+)
+
+from helpers import ROOT, load_tasks, no_network, run_task
+
+STORES_SQL = 'SELECT "City Name", "State", "Type" FROM "Store Locations" ORDER BY "StoreID" LIMIT 40'
+PLAN = {
+    "query": {"sql": STORES_SQL},
+    "operators": [
+        {"operator": "sem_filter", "input": "records", "instruction": "The {Type} of the store is City"},
+        {"operator": "sem_map", "input": "records", "column": "coast", "instruction": "The coast of the {State}"},
+        {"operator": "sem_filter", "input": "documents", "instruction": "The passage defines a star store"},
+    ],
+}
+
+
+def needs_environment() -> None:
+    problem = refusal(worker_python())
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs setup.sh, which makes the palimpzest environment, yet: {problem}")
+        pytest.skip(problem)
+
+
+def stores_task():
+    """BND009: which state has the most store locations (the SQLite database and the company documents)."""
+    return next(t for t in load_tasks("bundled") if t.id == "BND009")
+
+
+def store_rows() -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(ROOT / "tasks/bundled/data/regional_sales.sqlite") as db:
+        return db.execute(STORES_SQL).fetchall()
+
+
+def prompt_text(request: ModelRequest) -> str:
+    return "\n".join(m.content or "" for m in request.messages)
+
+
+class ScriptedPalimpzest:
+    """Plans PLAN, answers palimpzest's filter and map prompts (keeps City stores and passages about
+    star stores), and answers the task; records every operator prompt it was sent."""
+
+    def __init__(self) -> None:
+        self.filter_prompts: list[str] = []
+        self.map_prompts: list[str] = []
+
+    def __call__(self, request: ModelRequest, context: CallContext) -> Message:
+        text = prompt_text(request)
+        if request.response_schema is not None:
+            return Message(role="assistant", content=json.dumps(PLAN))
+        if "FILTER CONDITION" in text:
+            self.filter_prompts.append(text)
+            context_block = text.rsplit("CONTEXT:", 1)[-1].split("FILTER CONDITION:")[0]  # the item itself
+            keep = '"Type": "City"' in context_block or "star store" in context_block.lower()
+            return Message(role="assistant", content=f"REASONING: scripted.\nANSWER: {str(keep).upper()}\n---")
+        if "OUTPUT FIELDS" in text:
+            self.map_prompts.append(text)
+            return Message(role="assistant", content='REASONING: scripted.\nANSWER: {"coast": "none"}\n---')
+        return tool_call_message("answer", {"answer": "C"})
+
+
+def steps(trace: dict, kind: str) -> list[dict]:
+    return [s for s in trace["steps"] if s["kind"] == kind]
+
+
+def test_palimpzest_worker_with_scripted_model_receives_every_row_and_its_calls_are_traced(tmp_path, scripted_model):
+    needs_environment()
+    model = ScriptedPalimpzest()
+    system = PalimpzestSystem()
+    budgets = {"max_steps": 500, "max_tokens": 10_000_000}  # one model call per row and per chunk
+    record, trace, manifest = run_task(
+        tmp_path, scripted_model(model), stores_task(), "palimpzest", system, budgets=budgets
+    )
+
+    assert record["status"] == "completed", record["error"]
+    rows, cities = store_rows(), [r for r in store_rows() if r[2] == "City"]
+    chunks = document_chunks(stores_task())
+    # Every row and every chunk reached palimpzest: one filter prompt each, one map prompt per row kept.
+    record_filters = [p for p in model.filter_prompts if '"State"' in p.rsplit("CONTEXT:", 1)[-1]]
+    assert len(record_filters) == len(rows) == 40
+    assert len(model.filter_prompts) == len(rows) + len(chunks)
+    assert len(model.map_prompts) == len(cities) > 0
+    # Each operator is a tool call of its own name, in order, with the worker's counts.
+    tools = [(s["tool"], s["arguments"].get("input")) for s in steps(trace, "tool_call")]
+    assert tools == [
+        ("get_schema_info", None),
+        ("execute_sql", None),
+        ("sem_filter", "records"),
+        ("sem_map", "records"),
+        ("sem_filter", "documents"),
+        ("answer", None),
+    ]
+    operators = [s for s in steps(trace, "tool_call") if s["tool"].startswith("sem_")]
+    assert all(s["success"] and s["duration_s"] > 0 and s["arguments"]["policy"] == "max_quality" for s in operators)
+    assert operators[0]["result_summary"].startswith(f"{len(cities)} of 40 records out; 40 model calls")
+    assert operators[1]["result_summary"].startswith(f"{len(cities)} of {len(cities)} records out")
+    starred = [c for c in chunks if "star store" in c["text"].lower() or "star store" in c["heading"].lower()]
+    assert operators[2]["result_summary"].startswith(f"{len(starred)} of {len(chunks)} documents out")
+    # The worker's model calls came through the gateway: metered, traced, counted in the record.
+    calls = steps(trace, "model_call")
+    worker_calls = [c for c in calls if c["via_http"]]
+    assert len(worker_calls) == len(model.filter_prompts) + len(model.map_prompts)
+    assert len(calls) == len(worker_calls) + 2 == record["model_calls"]  # + the plan and the answer
+    assert all(c["usage"]["input_tokens"] > 0 and c["success"] for c in calls)
+    assert record["usage"]["input_tokens"] == sum(c["usage"]["input_tokens"] for c in calls)
+    # Worker calls fall inside their operator's step on the task's clock.
+    first = operators[0]
+    inside = [c for c in worker_calls if first["start_s"] <= c["start_s"] <= first["start_s"] + first["duration_s"]]
+    assert len(inside) == 40
+    assert system.network_attempts == []
+    described = manifest["systems"]["palimpzest"]
+    assert described["kind"] == "semantic-operator" and described["policy"] == "max_quality"
+    assert described["palimpzest"] == "0.9.0"
+
+
+def test_palimpzest_with_scripted_model_stops_with_the_budget_status_when_the_gateway_refuses(tmp_path, scripted_model):
+    needs_environment()
+    model = ScriptedPalimpzest()
+    system = PalimpzestSystem()
+    record, trace, _ = run_task(
+        tmp_path, scripted_model(model), stores_task(), "palimpzest", system, budgets={"max_steps": 6}
+    )
+
+    assert record["status"] == "max_steps", record["error"]
+    operator = next(s for s in steps(trace, "tool_call") if s["tool"] == "sem_filter")
+    assert not operator["success"] and "budget" in operator["error"]
+    # The worker stopped at the first refusal: no call beyond the budget reached the model.
+    assert len(model.filter_prompts) == 5 and record["model_calls"] == 6
+    assert "answer" not in [s["tool"] for s in steps(trace, "tool_call")]
+
+
+def test_palimpzest_refuses_without_its_environment_and_names_the_fix(tmp_path, scripted_model, monkeypatch):
+    monkeypatch.setenv(PYTHON_VARIABLE, str(tmp_path / "no-venv" / "bin" / "python"))
+    model = ScriptedPalimpzest()
+    record, trace, manifest = run_task(tmp_path, scripted_model(model), stores_task(), "palimpzest")
+
+    assert record["status"] == "error"
+    assert "./setup.sh" in record["error"] and "no-venv" in record["error"]
+    assert record["model_calls"] == 0 and trace["steps"] == []
+    assert manifest["systems"]["palimpzest"]["refused"] == record["error"]
+    # Still listed, with its kind.
+    assert SYSTEMS.load("palimpzest").kind == "semantic-operator"
+    assert create_system("palimpzest").describe()["refused"] is not None
+
+
+@pytest.mark.slow
+def test_palimpzest_end_to_end_with_the_embedded_model_offline(tmp_path):
+    """A bundled task with the embedded model: an answer or an explicit budget status, operator calls in
+    the trace, model calls metered, and no network attempt by this process or by the worker."""
+    needs_environment()
+    system = PalimpzestSystem()
+    with no_network() as attempts:
+        record, trace, _ = run_task(tmp_path, load_model_table()["local"], stores_task(), "palimpzest", system)
+
+    assert record["status"] in {"completed", "no_answer", "max_steps", "max_tokens", "time_limit"}, record["error"]
+    assert attempts == [] and system.network_attempts == []
+    assert record["model_calls"] >= 1 and record["usage"]["input_tokens"] > 0
+    assert [s for s in steps(trace, "model_call") if s["via_http"]], "no model call of the worker was metered"
+    operators = [s for s in steps(trace, "tool_call") if s["tool"] in ("sem_filter", "sem_map")]
+    assert operators, "the plan ran no operator"
