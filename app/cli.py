@@ -261,22 +261,50 @@ def report_command(
         bool,
         typer.Option(help="Count provider failures as failures in the quality means (default: left out, counted)."),
     ] = False,
+    judge: Annotated[
+        str | None,
+        typer.Option(help="Model alias that judges why wrong answers are wrong (DAB's modes); metered apart."),
+    ] = None,
 ) -> None:
     """Rebuild a run directory's summary.md, and write the comparison report of one or several run
     directories: report.html (offline), report.md with figures, results.csv/.parquet, leaderboard.json."""
+    judge_model = _failure_judge(judge)
     if len(run_dirs) == 1:
         _write_summary(run_dirs[0], infra_errors_as_failures)
-    _write_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures)
+    _write_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge_model)
+
+
+def _failure_judge(name: str | None) -> Any:
+    """The judge's model, resolved and loaded before anything is written; a bad name or a missing key: exit 2."""
+    if name is None:
+        return None
+    from ..compare.model import get_provider
+    from .config import RunConfig, missing_api_keys, resolve_models
+
+    try:
+        model = resolve_models([name], RunConfig())[0]
+        missing = missing_api_keys([model])
+        if missing:
+            raise ConfigError(f"missing API key for the judge {name}: set {', '.join(missing)}")
+        get_provider(model.provider).prepare(model)
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+    return model
 
 
 def _write_report(
-    run_dirs: list[Path], out: Path | None, *, infra_errors_as_failures: bool = False, at_end_of_run: bool = False
+    run_dirs: list[Path],
+    out: Path | None,
+    *,
+    infra_errors_as_failures: bool = False,
+    at_end_of_run: bool = False,
+    judge: Any = None,
 ) -> None:
     """The comparison report; after a run, a report that cannot be built is a warning, not the run's failure."""
     from ..reports import ReportError, build_report  # charts and the browser bundle load only when needed
 
     try:
-        files = build_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures)
+        files = build_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge)
     except (ReportError, OSError) as problem:
         if at_end_of_run:
             text = f"warning: no report: {redact_credentials(str(problem))}"

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..compare.model import ModelConfig
 from ..compare.trace import Trace
 from . import exports, failures, html, plots, tables
 from .cells import ReportTable
 from .drilldown import drilldown
+from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_runs
 from .significance import significance_table
 from .summary import denominator_lines
@@ -40,6 +42,7 @@ class Report:
     sections: list[tuple[str, str, list[ReportTable]]]
     figures: list[plots.Figure]
     traces: dict[tuple, Trace | None]
+    judged: JudgedFailures | None = None
 
 
 def _headline(data: ReportData) -> list[str]:
@@ -87,18 +90,22 @@ def _notes(data: ReportData) -> list[str]:
     return notes + data.warnings
 
 
-def assemble(data: ReportData) -> Report:
+def assemble(data: ReportData, *, judge: ModelConfig | None = None, out: Path | None = None) -> Report:
+    """Every table and chart; with a judge, wrong answers are judged too (its traces go to `out`)."""
     traces = {record.key: data.trace(record) for record in data.records}
+    judged = judge_failures(data, traces, judge, out or data.runs[0].run_dir) if judge else None
     found = {t.key: t for t in tables.benchmark_tables(data)}
     extra = [significance_table(data), failures.failure_table(data)]
+    extra += [judged_table(data, judged) if judged else None]
     extra += [failures.exploring_table(data, traces), failures.tool_profile(data)]
     found |= {t.key: t for t in extra if t is not None}
     main_keys = [key for key in found if key not in ("overview", "phases", "significance")]
-    main_keys = [key for key in main_keys if key not in ("failures", "exploring", "tools")]
+    failure_keys = ("failures", "judged_failures", "exploring", "tools")
+    main_keys = [key for key in main_keys if key not in failure_keys]
     sections = [
         ("tables", "Tables", [found[k] for k in main_keys] + [found["phases"]]),
         ("significance", "Significance", [found[k] for k in ("significance",) if k in found]),
-        ("failures", "How systems fail", [found[k] for k in ("failures", "exploring", "tools")]),
+        ("failures", "How systems fail", [found[k] for k in failure_keys if k in found]),
     ]
     sections = [section for section in sections if section[2]]
     runs = ", ".join(run.run_dir.name for run in data.runs)
@@ -111,6 +118,7 @@ def assemble(data: ReportData) -> Report:
         sections=sections,
         figures=plots.figures(data),
         traces=traces,
+        judged=judged,
     )
 
 
@@ -166,12 +174,13 @@ def write(report: Report, out: Path) -> ReportFiles:
         main=report.tables["overview"],
         sections=report.sections,
         figures=report.figures,
-        tasks=drilldown(report.data, report.traces),
+        tasks=drilldown(report.data, report.traces, report.judged.verdicts if report.judged else None),
         vega_js=plots.javascript(),
     )
     files.files["html"] = _write(out / "report.html", page, secrets)
     files.files["markdown"] = _write(out / "report.md", markdown(report, figure_files, out), secrets)
-    files.files["csv"] = _write(out / "results.csv", exports.results_csv(report.data.records), secrets)
+    verdicts = report.judged.verdicts if report.judged else None
+    files.files["csv"] = _write(out / "results.csv", exports.results_csv(report.data.records, verdicts), secrets)
     files.files["parquet"] = out / "results.parquet"
     exports.write_parquet(files.files["csv"], files.files["parquet"])
     board = exports.leaderboard(report.data, report.tables)
@@ -183,14 +192,19 @@ def write(report: Report, out: Path) -> ReportFiles:
 
 
 def build_report(
-    run_dirs: Iterable[str | Path], out: str | Path | None = None, *, infra_errors_as_failures: bool = False
+    run_dirs: Iterable[str | Path],
+    out: str | Path | None = None,
+    *,
+    infra_errors_as_failures: bool = False,
+    judge: ModelConfig | None = None,
 ) -> ReportFiles:
     """Build the report of one or several run directories into `out` (default: the only run directory);
-    raises ReportError for input it cannot read."""
+    with `judge`, wrong answers get DAB's judged failure modes. Raises ReportError for input it cannot read."""
     dirs = [Path(d) for d in run_dirs]
     if out is None and len(dirs) != 1:
         raise ReportError("several run directories make one report: say where with --out DIR")
     data = load_runs(dirs, infra_errors_as_failures=infra_errors_as_failures)
     if not data.records:
         raise ReportError(f"{dirs[0]}: the run has no results yet (results.jsonl is empty)")
-    return write(assemble(data), Path(out) if out is not None else dirs[0])
+    target = Path(out) if out is not None else dirs[0]
+    return write(assemble(data, judge=judge, out=target), target)

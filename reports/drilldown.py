@@ -8,13 +8,16 @@ the run directory keeps everything."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..compare.runlog import ResultRecord
 from ..compare.trace import MessageStep, ModelCallStep, Step, Trace
 from .failures import failure_mode
 from .runs import ReportData
 from .summary import correctness
+
+if TYPE_CHECKING:  # judged.py uses this module's text helpers
+    from .judged import Verdict
 
 TEXT_LIMIT = 600  # characters of a model's text, a tool's arguments or result kept per step
 ANSWER_LIMIT = 2_000  # characters of an answer (reports can be long)
@@ -64,8 +67,10 @@ def _step(step: Step) -> dict[str, Any]:
     }
 
 
-def _entry(record: ResultRecord, trace: Trace | None) -> dict[str, Any]:
+def _entry(record: ResultRecord, trace: Trace | None, verdict: Verdict | None) -> dict[str, Any]:
     return {
+        "judged": (verdict.mode or "not judged") if verdict else None,
+        "judged_why": (verdict.justification or verdict.error) if verdict else None,
         "system": record.system,
         "model": record.model,
         "epoch": record.epoch,
@@ -87,8 +92,11 @@ def _entry(record: ResultRecord, trace: Trace | None) -> dict[str, Any]:
     }
 
 
-def drilldown(data: ReportData, traces: dict[tuple, Trace | None]) -> list[dict[str, Any]]:
-    """One item per task, its entries ordered by system, model and epoch."""
+def drilldown(
+    data: ReportData, traces: dict[tuple, Trace | None], verdicts: dict[tuple, Verdict] | None = None
+) -> list[dict[str, Any]]:
+    """One item per task, its entries ordered by system, model and epoch (with the judge's verdict, if any)."""
+    verdicts = verdicts or {}
     tasks: dict[str, dict[str, Any]] = {}
     for record in sorted(data.records, key=lambda r: (r.task_id, r.system, r.model, r.epoch)):
         if record.task_id not in tasks:
@@ -102,5 +110,5 @@ def drilldown(data: ReportData, traces: dict[tuple, Trace | None]) -> list[dict[
                 "gold": record.gold,
                 "entries": [],
             }
-        tasks[record.task_id]["entries"].append(_entry(record, traces.get(record.key)))
+        tasks[record.task_id]["entries"].append(_entry(record, traces.get(record.key), verdicts.get(record.key)))
     return list(tasks.values())

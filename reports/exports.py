@@ -13,10 +13,11 @@ from typing import Any
 
 import duckdb
 
-from ..compare.runlog import ResultRecord, redact_credentials
+from ..compare.runlog import ResultRecord, UnitKey, redact_credentials
 from .cells import ReportTable
 from .drilldown import answer_text
 from .failures import failure_mode
+from .judged import Verdict
 from .runs import ReportData
 from .summary import PHASES, correctness
 
@@ -72,9 +73,14 @@ def result_row(record: ResultRecord) -> dict[str, Any]:
     return row
 
 
-def results_csv(records: list[ResultRecord]) -> str:
-    """One row per record; score columns (`score.<name>`) are the union over the records."""
+def results_csv(records: list[ResultRecord], verdicts: dict[UnitKey, Verdict] | None = None) -> str:
+    """One row per record; score columns (`score.<name>`) are the union over the records; with a
+    judge's verdicts, `judged_mode` (DAB's modes for wrong answers)."""
     rows = [result_row(r) for r in records]
+    if verdicts is not None:
+        for row, record in zip(rows, records, strict=True):
+            verdict = verdicts.get(record.key)
+            row["judged_mode"] = (verdict.mode or "not judged") if verdict else None
     score_names = sorted({name for r in records for name in r.scores})
     for row, record in zip(rows, records, strict=True):
         row |= {f"score.{name}": record.scores.get(name) for name in score_names}

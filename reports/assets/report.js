@@ -39,7 +39,7 @@
     var seen = {};
     data.tasks.forEach(function (task) {
       if (key === "level") { if (task.level) seen[task.level] = true; return; }
-      task.entries.forEach(function (entry) { seen[entry[key]] = true; });
+      task.entries.forEach(function (entry) { if (entry[key] !== null && entry[key] !== undefined) seen[entry[key]] = true; });
     });
     var order = { easy: 0, medium: 1, hard: 2 };
     return Object.keys(seen).sort(function (a, b) {
@@ -87,7 +87,7 @@
   });
 
   function entryMatches(entry, filter) {
-    return ["system", "model", "status", "failure"].every(function (key) {
+    return ["system", "model", "status", "failure", "judged"].every(function (key) {
       return !filter[key] || entry[key] === filter[key];
     });
   }
@@ -116,7 +116,8 @@
   function entriesTable(entries) {
     var head = ["system", "model", "epoch", "status", "failure mode", "answer", "scores", "cost $", "tokens in/out/reasoning", "latency s", "model / tool calls", "error"];
     var rows = entries.map(function (entry) {
-      var cells = [entry.system, entry.model, String(entry.epoch), entry.status, entry.failure, entry.answer, scores(entry),
+      var failure = entry.failure + (entry.judged ? " → " + entry.judged + (entry.judged_why ? " (" + entry.judged_why + ")" : "") : "");
+      var cells = [entry.system, entry.model, String(entry.epoch), entry.status, failure, entry.answer, scores(entry),
         fmt(entry.cost, 5), entry.tokens.join(" / "), fmt(entry.latency, 3), entry.model_calls + " / " + entry.tool_calls,
         [entry.error, entry.scoring_error].filter(Boolean).join("; ")];
       return el("tr", { className: entry.failure === "correct" ? "" : "failed" }, cells.map(function (text, i) {
