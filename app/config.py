@@ -32,11 +32,21 @@ class ConfigError(Exception):
     """A configuration problem the user must fix; the CLI exits with status 2."""
 
 
+class CacheSettings(BaseModel):
+    """The response cache (`providers/cache.py`); off by default, since a cached call measures no model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False  # `--cache`
+    dir: str | None = None  # default: $XDG_CACHE_HOME/data-agent-compare/responses (~/.cache/...)
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workflows: list[str] = Field(default_factory=lambda: ["tool_use"])
     models: list[str] = Field(default_factory=lambda: ["local"])
+    models_file: str | None = None  # a YAML alias table of your own, over configs/models.yaml
     benchmark: str = "bundled"
     tasks_path: str | None = None
     limit: int | None = Field(default=None, ge=1)
@@ -55,6 +65,7 @@ class RunConfig(BaseModel):
     budgets: Budgets = Field(default_factory=Budgets)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     retries: RetrySettings = Field(default_factory=RetrySettings)  # every model call, every provider
+    cache: CacheSettings = Field(default_factory=CacheSettings)
 
     def benchmark_options(self) -> dict[str, Any]:
         """The settings a benchmark may use (`Benchmark.__init__`)."""
@@ -166,6 +177,8 @@ def load_model_table(path: Path | None = None) -> dict[str, ModelConfig]:
 
 def resolve_models(names: list[str], run: RunConfig) -> list[ModelConfig]:
     table = load_model_table()
+    if run.models_file:  # read at every start: `--resume` sees an alias edited since, and refuses
+        table |= load_model_table(Path(run.models_file))
     resolved = []
     for name in names:
         if name.startswith(OPENAI_COMPATIBLE_PREFIX):

@@ -3,16 +3,25 @@
 Everything is resolved and validated before the first model call (`plan_run`); units run with
 bounded concurrency; each result record is appended as its unit finishes, so a crash or Ctrl-C
 loses nothing computed; `compare --resume --out DIR` finishes a run with the configuration in
-its manifest. Systems, benchmarks, providers and scorers are found by name: the runner knows
-none of them.
+its manifest, and refuses when what that configuration resolves to has changed since (models,
+prompts, tools, the suite, the tasks): one run directory never mixes two runs. A lock on the run
+directory keeps a second process out. Every model call goes through the unit's `KeyedProvider`
+(`providers/cache.py`): keyed, journaled as it finishes (`calls.jsonl`), and answered from the
+response cache (`--cache`) or a recorded run (`--replay`) when asked. Systems, benchmarks, providers
+and scorers are found by name: the runner knows none of them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import platform
 import subprocess
+import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -30,22 +39,27 @@ from ..compare.runlog import (
     GitRevision,
     Manifest,
     ResultRecord,
+    RunDirLock,
     RunLogError,
     RunLogWriter,
+    SpentCall,
     ToolCallSummary,
     UnitKey,
     read_manifest,
     read_records,
+    redact_credentials,
 )
 from ..compare.scorer import score
 from ..compare.system import System, create_system, system_names
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.tool import FinalToolCall, ToolEnvironment
-from ..compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, utc_now
+from ..compare.trace import BudgetExceeded, Budgets, ModelCallStep, Step, Trace, TraceRecorder, utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
+from ..providers.cache import CachingProvider, KeyedProvider, ResponseCache, default_cache_dir
 from ..providers.endpoint import GatewayServer
+from ..providers.replay import ReplayLog, ReplayProvider
 from ..tools.python_sandbox import sandbox_mode
-from .config import ConfigError, RunConfig, missing_api_keys, resolve_models
+from .config import ConfigError, RunConfig, load_plugins, missing_api_keys, resolve_models
 
 
 class MissingKeyError(ConfigError):
@@ -84,6 +98,12 @@ class RunPlan:
     models: list[ModelConfig]
     run_dir: Path
     judge: ModelConfig | None = None  # the LLM judge of report rubrics, metered apart from the systems
+    replay: ReplayLog | None = None  # `--replay`: a recorded run's responses instead of the models
+
+    @property
+    def cache(self) -> ResponseCache | None:
+        settings = self.config.cache
+        return ResponseCache(Path(settings.dir) if settings.dir else default_cache_dir()) if settings.enabled else None
 
     def units(self) -> Iterator[Unit]:
         for epoch in range(1, self.config.epochs + 1):
@@ -107,14 +127,36 @@ def plan_run(config: RunConfig) -> RunPlan:
             "missing API key:\n" + "\n".join(lines) + "\nSet it first, e.g.  export OPENROUTER_API_KEY=sk-or-...\n"
             "(or run offline with the embedded model: --models local)"
         )
+    systems, benchmark, tasks = _systems_and_tasks(config)
+    out = Path(config.out) if config.out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{config.benchmark}"
+    return RunPlan(config, benchmark, tasks, systems, models, out, judge)
+
+
+def _systems_and_tasks(config: RunConfig) -> tuple[dict[str, System], Benchmark, list[Task]]:
     try:
         systems = {name: create_system(name) for name in _system_list(config.workflows)}
         benchmark = create_benchmark(config.benchmark, config.tasks_path, **config.benchmark_options())
     except (RegistryError, BenchmarkError) as problem:
         raise ConfigError(str(problem)) from problem
-    tasks = _select_tasks(config, benchmark)
-    out = Path(config.out) if config.out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{config.benchmark}"
-    return RunPlan(config, benchmark, tasks, systems, models, out, judge)
+    return systems, benchmark, _select_tasks(config, benchmark)
+
+
+def plan_replay(source: str, out: str | None, **given: str | None) -> RunPlan:
+    """A run of the recorded run's configuration, systems and tasks whose model calls are answered from
+    its traces (`providers/replay.py`): no model, no API key. Its models are the recorded ones."""
+    try:
+        log = ReplayLog(Path(source))
+    except RunLogError as problem:
+        raise ConfigError(f"cannot replay: {problem}") from problem
+    recorded = log.run.manifest
+    run_dir = Path(out) if out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{recorded.benchmark}-replay"
+    # A replay answers from the recorded run, never from the response cache.
+    update = {"out": str(run_dir), "cache": RunConfig().cache}
+    config = resumed_config(source, **given).model_copy(update=update)
+    load_plugins(config.plugins)
+    systems, benchmark, tasks = _systems_and_tasks(config)
+    judge = ModelConfig.model_validate(recorded.judge["model"]) if recorded.judge else None
+    return RunPlan(config, benchmark, tasks, systems, list(recorded.models), run_dir, judge, replay=log)
 
 
 def _system_list(requested: list[str]) -> list[str]:
@@ -162,34 +204,146 @@ def _select_tasks(config: RunConfig, benchmark: Benchmark) -> list[Task]:
 JUDGE_BUDGETS = Budgets(max_steps=12, max_tokens=400_000, wall_time_s=900.0)
 
 
+Journal = Callable[[ModelCallStep], None]
+
+
+class UnitRecorder(TraceRecorder):
+    """A unit's trace recorder that keys each model call (`KeyedProvider.annotate`) and journals it as it
+    finishes, so the calls of a unit interrupted before its record are still counted."""
+
+    def __init__(self, trace: Trace, budgets: Budgets, provider: KeyedProvider, journal: Journal | None) -> None:
+        super().__init__(trace, budgets)
+        self.provider = provider
+        self.journal = journal
+        self.sent = 0  # model calls admitted, i.e. sent to the provider
+        self._sent_lock = threading.Lock()
+
+    def admit_model_call(self) -> None:
+        super().admit_model_call()
+        with self._sent_lock:
+            self.sent += 1
+
+    def add(self, step: Step) -> None:
+        if isinstance(step, ModelCallStep):
+            self.provider.annotate(step)
+        super().add(step)
+        if isinstance(step, ModelCallStep) and self.journal is not None:
+            self.journal(step)
+
+    def in_flight(self) -> int:
+        """Calls sent and not answered yet."""
+        return max(0, self.sent - len(self.trace.model_calls))
+
+
+class Attempts:
+    """The units running now, with their recorders: what a graceful stop journals as in flight."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, tuple[Unit, list[UnitRecorder]]] = {}
+        self._lock = threading.Lock()
+
+    def start(self, attempt: str, unit: Unit, recorder: UnitRecorder) -> None:
+        with self._lock:
+            self._running.setdefault(attempt, (unit, []))[1].append(recorder)
+
+    def finish(self, attempt: str) -> None:
+        with self._lock:
+            self._running.pop(attempt, None)
+
+    def journal_in_flight(self, writer: RunLogWriter) -> None:
+        with self._lock:
+            running = list(self._running.items())
+        for attempt, (unit, recorders) in running:
+            count = sum(recorder.in_flight() for recorder in recorders)
+            if count:
+                writer.spent(_spent(attempt, unit, "system", in_flight=count))
+
+
+def _spent(attempt: str, unit: Unit, role: str, step: ModelCallStep | None = None, in_flight: int = 0) -> SpentCall:
+    task_id, system, model, epoch = unit.key
+    fields: dict[str, object] = {"attempt": attempt, "task_id": task_id, "system": system, "model": model}
+    if step is not None:
+        fields |= {"usage": step.usage, "success": step.success, "cached": step.cached is not None}
+    return SpentCall.model_validate({**fields, "epoch": epoch, "role": role, "in_flight": in_flight})
+
+
+def _journal(writer: RunLogWriter | None, attempt: str, unit: Unit, role: str) -> Journal | None:
+    if writer is None:
+        return None
+
+    def journal(step: ModelCallStep) -> None:
+        with contextlib.suppress(OSError):  # a full disk stops the run at its next record, not inside a call
+            writer.spent(_spent(attempt, unit, role, step))
+
+    return journal
+
+
 def run_unit(
-    unit: Unit, plan: RunPlan, endpoint: EndpointFactory | None = None
+    unit: Unit,
+    plan: RunPlan,
+    endpoint: EndpointFactory | None = None,
+    writer: RunLogWriter | None = None,
+    attempts: Attempts | None = None,
 ) -> tuple[ResultRecord, Trace, Trace | None]:
     """Run one task with one system and model, then score it; never raises for failures of the system.
-    Returns the result record, the system's trace and the judge's trace (when a judge scored it)."""
+    Returns the result record, the system's trace and the judge's trace (when a judge scored it).
+    With a writer, each model call is journaled as it finishes (calls.jsonl)."""
     task, config = unit.task, plan.config
     budgets = config.budgets
     if task.max_steps is not None:
         budgets = budgets.model_copy(update={"max_steps": task.max_steps})
-    recorder = TraceRecorder(Trace(task_id=task.id, system=unit.system, model=unit.model.alias), budgets)
-    answer = _answer(unit, plan, recorder, endpoint)
-    trace = recorder.finish(answer.status, answer.error)
-    judge, judge_recorder = _judge_for(task, plan.judge, unit.system)
-    sheet = score(task, answer, trace, plan.benchmark.scorers, judge)  # a failing scorer scores its metrics 0
+    attempt, attempts = uuid.uuid4().hex[:16], attempts or Attempts()
+    provider = _provider_for(unit, plan, unit.model, "system")
+    trace = Trace(task_id=task.id, system=unit.system, model=unit.model.alias)
+    recorder = UnitRecorder(trace, budgets, provider, _journal(writer, attempt, unit, "system"))
+    attempts.start(attempt, unit, recorder)
+    try:
+        answer = _answer(unit, plan, recorder, endpoint)
+        trace = recorder.finish(answer.status, answer.error)
+        judge, judge_recorder = _judge_for(unit, plan, _journal(writer, attempt, unit, "judge"))
+        if judge_recorder is not None:
+            attempts.start(attempt, unit, judge_recorder)
+        sheet = score(task, answer, trace, plan.benchmark.scorers, judge)  # a failing scorer scores its metrics 0
+    finally:
+        attempts.finish(attempt)
     judge_trace = judge_recorder.finish("completed") if judge_recorder else None
+    answer = _replay_miss(answer, provider, judge_recorder.provider if judge_recorder else None)
     record = _result_record(unit, answer, trace, sheet.scores, sheet.error, judge_trace)
+    record.attempt = attempt
     return record, trace, judge_trace
 
 
-def _judge_for(task: Task, judge: ModelConfig | None, system: str) -> tuple[MeteredModel | None, TraceRecorder | None]:
+def _provider_for(unit: Unit, plan: RunPlan, model: ModelConfig, role: str) -> KeyedProvider:
+    """The unit's provider: its recorded responses (--replay), the registered provider through the
+    response cache (--cache), or the registered provider."""
+    if plan.replay is not None:
+        return plan.replay.provider(unit.key, "judge" if role == "judge" else "system")
+    inner = get_provider(model.provider)
+    cache = plan.cache
+    return CachingProvider(inner, cache, unit.epoch) if cache is not None else KeyedProvider(inner)
+
+
+def _replay_miss(answer: Answer, *providers: KeyedProvider | None) -> Answer:
+    """A unit whose replay met an unrecorded request (the system's or the judge's) ends `replay_miss`,
+    whatever the system made of the failed call: it is no replay of the recorded unit."""
+    for provider in providers:
+        if isinstance(provider, ReplayProvider) and provider.missed:
+            return answer.model_copy(update={"status": "replay_miss", "error": provider.missed})
+    return answer
+
+
+def _judge_for(unit: Unit, plan: RunPlan, journal: Journal | None) -> tuple[MeteredModel | None, UnitRecorder | None]:
     """The judge's metered model with its own trace, for report tasks when the run has a judge model."""
+    task, judge = unit.task, plan.judge
     if judge is None or task.question_type != QuestionType.REPORT:
         return None, None
-    recorder = TraceRecorder(Trace(task_id=task.id, system=f"judge:{system}", model=judge.alias), JUDGE_BUDGETS)
-    return MeteredModel(judge, get_provider(judge.provider), recorder, system="judge"), recorder
+    provider = _provider_for(unit, plan, judge, "judge")
+    trace = Trace(task_id=task.id, system=f"judge:{unit.system}", model=judge.alias)
+    recorder = UnitRecorder(trace, JUDGE_BUDGETS, provider, journal)
+    return MeteredModel(judge, provider, recorder, system="judge", retries=plan.config.retries), recorder
 
 
-def _answer(unit: Unit, plan: RunPlan, recorder: TraceRecorder, endpoint: EndpointFactory | None) -> Answer:
+def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: EndpointFactory | None) -> Answer:
     task = unit.task
     if task.unavailable:
         return Answer(status="data_unavailable", error=task.unavailable)
@@ -197,9 +351,7 @@ def _answer(unit: Unit, plan: RunPlan, recorder: TraceRecorder, endpoint: Endpoi
         env = ToolEnvironment(plan.benchmark.tools(task, plan.config.tools), recorder)
     except Exception as unavailable:
         return Answer(status="data_unavailable", error=f"{type(unavailable).__name__}: {unavailable}")
-    model = MeteredModel(
-        unit.model, get_provider(unit.model.provider), recorder, system=unit.system, retries=plan.config.retries
-    )
+    model = MeteredModel(unit.model, recorder.provider, recorder, system=unit.system, retries=plan.config.retries)
     agent_view = task.for_agent()
     ctx = RunContext(agent_view, env, model, endpoint=endpoint)
     recorder.start()
@@ -300,6 +452,14 @@ def _judge_description(judge: ModelConfig | None) -> dict[str, Any] | None:
     return {"model": judge.model_dump(mode="json"), "prompt_version": JUDGE_VERSION, "prompt_hash": JUDGE_PROMPT_HASH}
 
 
+def task_hashes(tasks: list[Task]) -> dict[str, str]:
+    """sha256 of each task as loaded (question, data, gold, ...): a changed task file changes it."""
+    return {
+        task.id: hashlib.sha256(json.dumps(task.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        for task in tasks
+    }
+
+
 def build_manifest(plan: RunPlan) -> Manifest:
     return Manifest(
         suite_version=__version__,
@@ -316,7 +476,87 @@ def build_manifest(plan: RunPlan) -> Manifest:
         task_ids=[t.id for t in plan.tasks],
         units=len(plan.tasks) * len(plan.systems) * len(plan.models) * plan.config.epochs,
         python_sandbox=sandbox_mode(plan.config.tools),
+        task_hashes=task_hashes(plan.tasks),
+        replay_of=str(plan.replay.run_dir) if plan.replay else None,
     )
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    """A JSON value as {dotted path: leaf}, credentials masked."""
+    if isinstance(value, dict):
+        flat: dict[str, object] = {}
+        for key, item in value.items():
+            flat |= _flat(item, f"{prefix}.{key}" if prefix else str(key))
+        return flat
+    return {prefix: json.loads(redact_credentials(json.dumps(value, default=str)))}
+
+
+def _changes(what: str, recorded: object, current: object, *, recorded_keys_only: bool = False) -> list[str]:
+    """`what path: 'old' → 'new'` for every leaf that differs."""
+    old, new = _flat(recorded), _flat(current)
+    keys = old if recorded_keys_only else old | new
+    missing = "(none)"
+    return [
+        f"{what}{' ' + key if key else ''}: {old.get(key, missing)!r} → {new.get(key, missing)!r}"
+        for key in keys
+        if old.get(key, missing) != new.get(key, missing)
+    ]
+
+
+def _described(systems: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """A system as the manifest describes it, without what its `prepare` built during the run."""
+    described = systems.get(name)
+    return None if described is None else {k: v for k, v in described.items() if k != "indexing"}
+
+
+def manifest_differences(recorded: Manifest, current: Manifest) -> list[str]:
+    """What a run directory's manifest and the run as it would start now disagree on: the suite
+    version, the resolved configuration (the keys recorded), models, judge, systems (prompt hashes,
+    settings) and the task set (ids, and each task's content when recorded)."""
+    changed = []
+    if recorded.suite_version != current.suite_version:
+        changed.append(f"suite version: {recorded.suite_version!r} → {current.suite_version!r}")
+    config = {k: v for k, v in recorded.config.items() if k != "out"}
+    changed += _changes("config", config, current.config, recorded_keys_only=True)
+    old_models = {m.alias: m.model_dump(mode="json") for m in recorded.models}
+    new_models = {m.alias: m.model_dump(mode="json") for m in current.models}
+    for alias in old_models | new_models:
+        changed += _changes(f"model {alias!r}", old_models.get(alias), new_models.get(alias))
+    changed += _changes("judge", recorded.judge, current.judge)
+    for name in recorded.systems | current.systems:
+        old, new = _described(recorded.systems, name), _described(current.systems, name)
+        changed += _changes(f"system {name!r}", old, new)
+    return changed + _task_changes(recorded, current)
+
+
+def _task_changes(recorded: Manifest, current: Manifest) -> list[str]:
+    old, new = recorded.task_ids, current.task_ids
+    changed = []
+    if removed := [t for t in old if t not in set(new)]:
+        changed.append(f"tasks no longer there: {_some(removed)}")
+    if added := [t for t in new if t not in set(old)]:
+        changed.append(f"new tasks: {_some(added)}")
+    if recorded.task_hashes and current.task_hashes:
+        edited = [t for t, h in recorded.task_hashes.items() if current.task_hashes.get(t, h) != h]
+        if edited:
+            changed.append(f"tasks whose content changed (question, data or gold): {_some(edited)}")
+    return changed
+
+
+def _some(ids: list[str], shown: int = 8) -> str:
+    return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def check_resumable(run_dir: Path, recorded: Manifest, current: Manifest) -> None:
+    """Refuse (ConfigError) to resume a run whose configuration, suite or tasks changed since it started."""
+    changed = manifest_differences(recorded, current)
+    if changed:
+        lines = "\n".join(f"  {line}" for line in changed[:20])
+        more = f"\n  ... and {len(changed) - 20} more" if len(changed) > 20 else ""
+        raise ConfigError(
+            f"cannot resume {run_dir}: the run would mix two configurations; changed since it started:\n"
+            f"{lines}{more}\nRestore what changed, or start a new run with another --out."
+        )
 
 
 def resumed_config(out: str, **given: str | None) -> RunConfig:
@@ -344,18 +584,28 @@ ProgressCallback = Callable[[ResultRecord], None]
 
 
 def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume: bool = False) -> Manifest:
-    """Run every unit not yet in the run directory; returns the final manifest."""
+    """Run every unit not yet in the run directory, holding its lock; returns the final manifest.
+    Raises RunDirBusy (a RunLogError) when another process holds the run directory."""
+    with RunDirLock(plan.run_dir):
+        return _execute(plan, on_result, resume)
+
+
+def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) -> Manifest:
     existing, _ = read_records(plan.run_dir)
     if existing and not resume:
         raise ConfigError(f"{plan.run_dir} already holds results; use --resume to finish it or another --out")
-    try:  # before the run directory is touched: a bad dump exits cleanly
+    current = build_manifest(plan)  # the tasks as loaded, before `prepare` rewrites their data locations
+    recorded = read_manifest(plan.run_dir) if resume and (plan.run_dir / MANIFEST_FILE).exists() else None
+    if recorded is not None:
+        check_resumable(plan.run_dir, recorded, current)
+        recorded.task_hashes = recorded.task_hashes or current.task_hashes
+    try:  # before the run directory is written: a bad dump exits cleanly
         plan.tasks = plan.benchmark.prepare(plan.tasks)
     except BenchmarkError as problem:
         raise ConfigError(str(problem)) from problem
     endpoint = GatewayServer()  # started by the first system that asks for it
     writer: RunLogWriter | None = None
-    manifest = read_manifest(plan.run_dir) if resume and (plan.run_dir / MANIFEST_FILE).exists() else None
-    manifest = manifest or build_manifest(plan)
+    manifest = recorded or current
     manifest.status, manifest.resumed_at = "running", utc_now() if resume else None
     manifest.python_sandbox = sandbox_mode(plan.config.tools)
     try:
@@ -363,7 +613,7 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
         writer.write_manifest(manifest)
         done = {record.key for record in existing}
         pending = [u for u in plan.units() if u.key not in done]
-        manifest.model_load_s = _prepare_models(plan)
+        manifest.model_load_s = {} if plan.replay else _prepare_models(plan)  # a replay loads no model
         _run_pending(plan, pending, writer, on_result, endpoint.open_session)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
@@ -402,11 +652,12 @@ def _run_pending(
     pool = ThreadPoolExecutor(max_workers=plan.config.concurrency, thread_name_prefix="unit")
     queue = iter(pending)
     running: set[Future[tuple[ResultRecord, Trace, Trace | None]]] = set()
+    attempts = Attempts()
 
     def submit_next() -> None:
         unit = next(queue, None)
         if unit is not None:
-            running.add(pool.submit(run_unit, unit, plan, endpoint))
+            running.add(pool.submit(run_unit, unit, plan, endpoint, writer, attempts))
 
     for _ in range(plan.config.concurrency):
         submit_next()
@@ -422,8 +673,11 @@ def _run_pending(
                 submit_next()
     except BaseException:
         # Interrupted, or the run directory cannot be written: do not wait for the tasks in flight
-        # (a model call can take minutes); they are not recorded and run again on --resume. The
-        # CLI then exits without joining their threads.
+        # (a model call can take minutes); they are not recorded and run again on --resume, and their
+        # calls so far are in the spend journal (the calls still in flight noted too). The CLI then
+        # exits without joining their threads.
         pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(OSError):
+            attempts.journal_in_flight(writer)
         raise
     pool.shutdown(wait=True)

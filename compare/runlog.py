@@ -10,13 +10,23 @@ meeting a newer version than `RUN_LOG_SCHEMA_VERSION` refuses with a message ins
 guessing, and files written before versioning read as version 1 (the same fields, untyped).
 
 A crash or Ctrl-C loses nothing computed: records are appended one line at a time and flushed;
-a line cut by a crash is dropped when the run is resumed, and its unit runs again.
+a line cut by a crash is dropped when the run is resumed, and its unit runs again (a last line that
+is whole JSON but lost only its newline is kept).
+
+    calls.jsonl      the spend journal: one `SpentCall` per model call as it finishes, tagged with its
+                     unit's attempt. A unit interrupted before its record was written (Ctrl-C, SIGTERM,
+                     kill -9) leaves its calls here; `RunLog.interrupted` adds them up per attempt,
+                     apart from the results, so the run's spend counts what was paid for and never
+                     reached a record. A graceful stop also notes the calls still in flight.
+    .lock            `RunDirLock`: one process at a time writes a run directory (flock).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -26,11 +36,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .model import ModelConfig
 from .task import AnswerStatus
-from .trace import Budgets, PhaseTotals, Trace, Usage
+from .trace import Budgets, PhaseTotals, Trace, Usage, utc_now
 
 RUN_LOG_SCHEMA_VERSION = 2  # 1: the untyped log (no schema_version); 2: typed, versioned
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.jsonl"
+CALLS_FILE = "calls.jsonl"
+LOCK_FILE = ".lock"
 
 UnitKey = tuple[str, str, str, int]  # (task id, system, model alias, epoch)
 
@@ -77,6 +89,9 @@ class Manifest(BaseModel):
     # How model-written Python ran: bubblewrap, unsafe (--unsafe-python where bubblewrap cannot run),
     # or unavailable (execute_python refused every call).
     python_sandbox: str | None = None
+    # sha256 of each task as loaded (`--resume` refuses a changed task file); {} in older run logs.
+    task_hashes: dict[str, str] = Field(default_factory=dict)
+    replay_of: str | None = None  # `compare --replay`: the run whose recorded responses were served
 
 
 class ToolCallSummary(BaseModel):
@@ -116,6 +131,7 @@ class ResultRecord(BaseModel):
     trace_file: str
     judge_usage: Usage | None = None
     judge_trace_file: str | None = None
+    attempt: str | None = None  # this run of the unit; its model calls in calls.jsonl carry it
     # The task as its question (added within schema 2: records written before read as None/[]).
     question: str | None = None
     data_sources: list[str] = Field(default_factory=list)  # "name (kind)" of each data source
@@ -125,11 +141,48 @@ class ResultRecord(BaseModel):
         return (self.task_id, self.system, self.model, self.epoch)
 
 
+class SpentCall(BaseModel):
+    """A line of the spend journal (calls.jsonl): a finished model call of a unit's attempt, or (with
+    `in_flight`) the calls an attempt had sent when a graceful stop cut it short."""
+
+    attempt: str
+    task_id: str
+    system: str
+    model: str
+    epoch: int
+    role: Literal["system", "judge"] = "system"
+    usage: Usage = Field(default_factory=Usage)
+    success: bool = True
+    cached: bool = False
+    in_flight: int = 0  # sent, never answered: their usage is unknown
+
+
+class InterruptedSpend(BaseModel):
+    """What a unit's attempt spent before it was interrupted (no record holds it)."""
+
+    attempt: str
+    task_id: str
+    system: str
+    model: str
+    epoch: int
+    model_calls: int = 0
+    in_flight_calls: int = 0  # sent when a graceful stop came; their usage is unknown
+    usage: Usage = Field(default_factory=Usage)
+
+
 class RunLog(BaseModel):
     run_dir: Path
     manifest: Manifest
     records: list[ResultRecord]
     warnings: list[str] = Field(default_factory=list)  # lines that could not be read (their units re-run)
+    interrupted: list[InterruptedSpend] = Field(default_factory=list)  # spend of attempts without a record
+
+    def interrupted_usage(self) -> Usage:
+        """Tokens and cost of interrupted attempts, summed (apart from the records' usage)."""
+        total = Usage()
+        for spent in self.interrupted:
+            _add_usage(total, spent.usage)
+        return total
 
     def trace(self, record: ResultRecord) -> Trace:
         return Trace.model_validate_json((self.run_dir / record.trace_file).read_text(encoding="utf-8"))
@@ -205,7 +258,54 @@ def read_run(run_dir: str | Path) -> RunLog:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     records, warnings = read_records(run_dir)
-    return RunLog(run_dir=run_dir, manifest=manifest, records=records, warnings=warnings)
+    interrupted, journal_warnings = read_interrupted(run_dir, records)
+    return RunLog(
+        run_dir=run_dir,
+        manifest=manifest,
+        records=records,
+        warnings=warnings + journal_warnings,
+        interrupted=interrupted,
+    )
+
+
+def _add_usage(total: Usage, usage: Usage) -> None:
+    """Add `usage` into `total`; sources that differ make the total's source "mixed"."""
+    had_some = bool(total.input_tokens or total.output_tokens or total.cost_usd)
+    total.input_tokens += usage.input_tokens
+    total.output_tokens += usage.output_tokens
+    total.reasoning_tokens += usage.reasoning_tokens
+    total.cost_usd += usage.cost_usd
+    if not had_some:
+        total.cost_source = usage.cost_source
+    elif total.cost_source != usage.cost_source:
+        total.cost_source = "mixed"
+
+
+def read_interrupted(run_dir: Path, records: list[ResultRecord]) -> tuple[list[InterruptedSpend], list[str]]:
+    """The spend journal's attempts that no record finished, summed per attempt; warnings about lines
+    a crash cut (their call's usage is lost)."""
+    path = Path(run_dir) / CALLS_FILE
+    if not path.exists():
+        return [], []
+    finished = {record.attempt for record in records if record.attempt}
+    spent: dict[str, InterruptedSpend] = {}
+    warnings = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            call = SpentCall.model_validate_json(line)
+        except ValidationError:
+            warnings.append(f"{path}:{number}: unreadable line (cut by a crash?); that call's usage is not counted")
+            continue
+        if call.attempt in finished:
+            continue
+        unit = call.model_dump(include={"attempt", "task_id", "system", "model", "epoch"})
+        entry = spent.setdefault(call.attempt, InterruptedSpend(**unit))
+        entry.model_calls += 0 if call.in_flight else 1
+        entry.in_flight_calls += call.in_flight
+        _add_usage(entry.usage, call.usage)
+    return list(spent.values()), warnings
 
 
 # ---------------------------------------------------------------- writing
@@ -225,20 +325,47 @@ def write_json(path: Path, data: Any) -> None:
         raise
 
 
+def _mend_last_line(path: Path) -> None:
+    """A crash can leave the last line of a JSON Lines file without its newline: a whole JSON object is
+    kept (its newline added); a line cut mid-write is dropped (its unit runs again)."""
+    if not path.exists() or not path.stat().st_size:
+        return
+    content = path.read_bytes()
+    if content.endswith(b"\n"):
+        return
+    start = content.rfind(b"\n") + 1
+    try:
+        whole = isinstance(json.loads(content[start:]), dict)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        whole = False
+    if whole:
+        with path.open("ab") as file:
+            file.write(b"\n")
+    else:
+        path.write_bytes(content[:start])
+
+
 class RunLogWriter:
-    """Writes a run directory: the manifest atomically, records and traces as units finish.
-    Thread-safe; each record is flushed to disk when written."""
+    """Writes a run directory: the manifest atomically, records and traces as units finish, and the
+    spend journal as model calls finish. Thread-safe; each line is flushed to disk when written."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
         self._lock = threading.Lock()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / RESULTS_FILE
-        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-            # A crash cut the last record mid-write; its unit runs again, so drop the fragment.
-            content = path.read_bytes()
-            path.write_bytes(content[: content.rfind(b"\n") + 1])
+        _mend_last_line(path)
+        _mend_last_line(self.run_dir / CALLS_FILE)
         self._results = path.open("a", encoding="utf-8")
+        self._calls: Any = None  # opened on the first model call
+
+    def spent(self, call: SpentCall) -> None:
+        """Journal one model call (or the calls in flight) of a unit's attempt."""
+        with self._lock:
+            if self._calls is None:
+                self._calls = (self.run_dir / CALLS_FILE).open("a", encoding="utf-8")
+            self._calls.write(call.model_dump_json(exclude_defaults=True) + "\n")
+            self._calls.flush()
 
     def write_manifest(self, manifest: Manifest) -> None:
         with self._lock:
@@ -254,6 +381,8 @@ class RunLogWriter:
 
     def close(self) -> None:
         self._results.close()
+        if self._calls is not None:
+            self._calls.close()
 
     def close_with(self, manifest: Manifest) -> None:
         """Write the final manifest and close, also on a full disk: the manifest is then rewritten in
@@ -269,3 +398,62 @@ class RunLogWriter:
         finally:
             with contextlib.suppress(OSError):  # flushing a record cut by a full disk fails again
                 self._results.close()
+            with contextlib.suppress(OSError):
+                if self._calls is not None:
+                    self._calls.close()
+
+
+class RunDirBusy(RunLogError):
+    """Another process is writing this run directory."""
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory (`flock` on `<dir>/.lock`), so two processes never write
+    one run (a second `--resume`, or a new run into the same --out). The kernel drops the lock when its
+    process ends, kill -9 included. The lock file stays (removing it would let two processes lock two
+    different files); a folder this lock created and nothing else wrote into is removed on release."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self._fd: int | None = None
+        self._created = False
+
+    def acquire(self) -> None:
+        self._created = not self.run_dir.exists()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(10):  # the file may be replaced between open and flock: lock the one at the path
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                os.close(fd)
+                raise RunDirBusy(
+                    f"{self.run_dir} is in use by another compare process ({holder}); "
+                    "wait for it to finish, or use another --out"
+                ) from None
+            if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()}, since {utc_now()}\n".encode(), 0)
+                self._fd = fd
+                return
+            os.close(fd)
+        raise RunDirBusy(f"{self.run_dir}: cannot lock {LOCK_FILE}")
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        if self._created and [p.name for p in self.run_dir.iterdir()] == [LOCK_FILE]:
+            with contextlib.suppress(OSError):  # nothing was written: leave no empty run directory behind
+                self.path.unlink()
+                self.run_dir.rmdir()
+        os.close(fd)  # closing releases the lock
+
+    def __enter__(self) -> RunDirLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -194,6 +194,7 @@ AnswerStatus = Literal[
     "error",  # the system failed (an exception of its own): a failure of the system
     "infra_error",  # the infrastructure failed (the model provider, after its retries): not the system's fault
     "data_unavailable",  # the task's data cannot be reached here: not run, left out of every mean
+    "replay_miss",  # `compare --replay` met a request the recorded run never made: no verdict on the system
 ]
 
 

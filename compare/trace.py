@@ -47,7 +47,7 @@ class Usage(BaseModel):
     reasoning_tokens: int = 0  # part of output_tokens, reported separately by some providers
     cached_tokens: int = 0  # part of input_tokens served from the provider's prompt cache
     cost_usd: float = 0.0
-    cost_source: Literal["provider", "price_table", "free", "mixed"] = "free"  # mixed: a sum over sources
+    cost_source: Literal["provider", "price_table", "free", "mixed", "cached"] = "free"  # mixed: a sum over sources
 
     @property
     def total_tokens(self) -> int:
@@ -68,6 +68,16 @@ class FailedAttempt(BaseModel):
     usage: Usage | None = None  # a reply that arrived but was unusable was still paid for
 
 
+class CachedCall(BaseModel):
+    """A model call answered from the response cache or a recorded run (`--replay`), not by the model:
+    it cost nothing now; what the original call cost is kept for reference."""
+
+    source: Literal["cache", "replay"]
+    key: str  # the cache entry, or the request key looked up in the recorded run
+    original_cost_usd: float = 0.0
+    original_cost_source: str = "free"
+
+
 class ModelCallStep(BaseModel):
     kind: Literal["model_call"] = "model_call"
     index: int
@@ -84,6 +94,8 @@ class ModelCallStep(BaseModel):
     finish_reason: str | None = None
     content: str | None = None  # the model's full text (a plan, a verdict, an answer)
     tool_calls: list[ToolCall] = Field(default_factory=list)  # the calls it asked for, with arguments
+    request_key: str | None = None  # `model.request_key` of the request: what a cache or replay looks up
+    cached: CachedCall | None = None  # answered from the cache or a replay (its usage.cost_usd is 0)
     attempts: int = 1  # HTTP attempts, retries of transient errors included
     via_http: bool = False  # made through the loopback OpenAI-compatible endpoint
     start_s: float | None = None  # on the task's clock; None in traces written before schema 2

@@ -41,6 +41,7 @@ class SummaryRow(BaseModel):
     completed: int
     errors: int  # the system failed
     infra_errors: int  # the provider failed
+    replay_misses: int = 0  # `--replay` met a request the recorded run never made: no verdict
     unavailable: int
     stopped_by_budget: int
     scoring_errors: int
@@ -93,7 +94,8 @@ def ran(records: Iterable[ResultRecord]) -> list[ResultRecord]:
 def judged(records: Iterable[ResultRecord], infra_errors_as_failures: bool = False) -> list[ResultRecord]:
     """The records that count for quality: all but the unavailable ones and, unless asked, the
     infrastructure errors."""
-    return [r for r in ran(records) if infra_errors_as_failures or r.status != "infra_error"]
+    counted = [r for r in ran(records) if r.status != "replay_miss"]  # a replay miss is no verdict on the system
+    return [r for r in counted if infra_errors_as_failures or r.status != "infra_error"]
 
 
 def per_task(records: Iterable[ResultRecord], metric: Callable[[ResultRecord], float | None]) -> dict[str, float]:
@@ -140,6 +142,7 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         completed=statuses.count("completed"),
         errors=statuses.count("error"),
         infra_errors=statuses.count("infra_error"),
+        replay_misses=statuses.count("replay_miss"),
         unavailable=statuses.count("data_unavailable"),
         stopped_by_budget=sum(s in BUDGET_STATUSES for s in statuses),
         scoring_errors=sum(r.scoring_error is not None for r in rows),
@@ -311,6 +314,9 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
             f"- {infra} infrastructure error(s) (provider failures) are left out of the quality means "
             "(`compare report --infra-errors-as-failures` counts them as failures); their cost and latency count."
         )
+    misses = sum(r.replay_misses for r in rows)
+    if misses:
+        lines.append(f"- {misses} replay miss(es) (requests the recorded run never made): not in the quality means.")
     if scoring:
         lines.append(f"- {scoring} record(s) had a scorer fail: its metrics count as failures (0), see scoring_error.")
     return lines

@@ -74,8 +74,8 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
         )
         assert all(r.headers["authorization"] == f"Bearer {secret}" for r in fake.requests)
     assert result.exit_code == 0, result.output
+    run_log = {"manifest.json", "results.jsonl", "calls.jsonl", ".lock", "traces", "summary.md"}
     report = {"report.html", "report.md", "results.csv", "results.parquet", "leaderboard.json", "figures"}
-    run_log = {"manifest.json", "results.jsonl", "traces", "summary.md"}
     assert {p.name for p in out.iterdir()} == run_log | report  # the comparison report is written after the run
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["limit"] == 3 and manifest["models"][0]["api_key_env"] == "FAKE_PROXY_KEY"

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import Budgets, ModelConfig, Trace
+from data_agent_compare.compare import Budgets, ModelConfig, Trace, Usage
 from data_agent_compare.compare.runlog import (
     RUN_LOG_SCHEMA_VERSION,
     Manifest,
     ResultRecord,
+    RunDirBusy,
+    RunDirLock,
     RunLogError,
     RunLogWriter,
+    SpentCall,
     read_run,
 )
 
@@ -117,3 +120,58 @@ def test_a_line_cut_by_a_crash_is_a_warning_and_the_writer_drops_it(tmp_path):
 def test_a_folder_without_a_manifest_is_not_a_run(tmp_path):
     with pytest.raises(RunLogError, match="is not a run directory"):
         read_run(tmp_path)
+
+
+def test_a_last_record_that_lost_only_its_newline_is_kept(tmp_path):
+    write_run(tmp_path)
+    results = tmp_path / "results.jsonl"
+    second = record(task_id="T2", trace_file="traces/tool_use/m/T2.json").model_dump_json()
+    results.write_text(results.read_text() + second)  # a crash after the record, before its newline
+    RunLogWriter(tmp_path).close()  # resuming
+    assert results.read_text().endswith("}\n")
+    run = read_run(tmp_path)
+    assert [r.task_id for r in run.records] == ["T1", "T2"] and run.warnings == []
+
+
+def test_a_second_lock_on_a_run_directory_is_refused_until_the_first_is_released(tmp_path):
+    run_dir = tmp_path / "run"
+    write_run(run_dir)
+    busy = rf"{run_dir} is in use by another compare process \(pid \d+"
+    with RunDirLock(run_dir), pytest.raises(RunDirBusy, match=busy):
+        RunDirLock(run_dir).acquire()
+    with RunDirLock(run_dir):  # released: the next process gets it
+        pass
+    assert (run_dir / "manifest.json").exists()
+
+
+def test_a_lock_leaves_no_empty_run_directory_behind(tmp_path):
+    with RunDirLock(tmp_path / "never-written"):
+        assert (tmp_path / "never-written" / ".lock").exists()
+    assert not (tmp_path / "never-written").exists()
+
+
+def spent(attempt: str, task_id: str = "T2", **fields) -> SpentCall:
+    usage = Usage(input_tokens=100, output_tokens=10, cost_usd=0.5, cost_source="provider")
+    return SpentCall(attempt=attempt, task_id=task_id, system="tool_use", model="m", epoch=1, usage=usage, **fields)
+
+
+def test_calls_of_attempts_without_a_record_are_the_interrupted_spend(tmp_path):
+    writer = RunLogWriter(tmp_path)
+    writer.write_manifest(manifest())
+    writer.spent(spent("finished", task_id="T1"))
+    writer.append(record(attempt="finished"), Trace(task_id="T1", system="tool_use", model="m"))
+    writer.spent(spent("cut-short"))
+    writer.spent(spent("cut-short"))
+    writer.spent(SpentCall(attempt="cut-short", task_id="T2", system="tool_use", model="m", epoch=1, in_flight=1))
+    writer.close()
+    with (tmp_path / "calls.jsonl").open("a") as journal:
+        journal.write('{"attempt": "cut-sh')  # kill -9 in the middle of a line
+    run = read_run(tmp_path)
+    (interrupted,) = run.interrupted
+    assert (interrupted.attempt, interrupted.task_id, interrupted.model_calls) == ("cut-short", "T2", 2)
+    assert interrupted.in_flight_calls == 1
+    total = run.interrupted_usage()
+    assert (total.input_tokens, total.output_tokens, total.cost_usd) == (200, 20, 1.0)
+    assert any("calls.jsonl:5" in warning for warning in run.warnings)
+    RunLogWriter(tmp_path).close()  # resuming drops the cut line
+    assert read_run(tmp_path).warnings == []

@@ -1,0 +1,213 @@
+"""Crash safety with real processes: `compare` killed with SIGKILL at three moments, then resumed, runs
+every unit exactly once with the results of an uninterrupted run, and counts what the killed units spent;
+a second process is kept out of a run directory in use; a changed alias or flag is refused.
+
+The children run a scripted test model from a --plugin file (provider "scripted", an alias in a
+`models_file`) on a small plugin benchmark over the fixtures' SQLite database; the plugin kills its own
+process (SIGKILL, as `kill -9` would) at the model call or while scoring the task its environment names.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from data_agent_compare.compare.runlog import read_run
+
+from helpers import FIXTURES, ROOT, compare_command
+
+PLUGIN = '''
+"""A test plugin: the scripted test model (provider "scripted"), a quiz benchmark and a kill switch."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
+from data_agent_compare.compare import Message, register_provider
+from data_agent_compare.compare.scorer import register_scorer, reports
+from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
+from data_agent_compare.tools import default_tools
+
+CALLS = 0
+
+
+def kill_this_process():
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9, no clean-up of any kind
+
+
+def respond(request, context):
+    global CALLS
+    CALLS += 1
+    if CALLS == int(os.environ.get("KILL_AT_CALL", "0")):
+        kill_this_process()
+    time.sleep(float(os.environ.get("MODEL_DELAY_S", "0")))
+    if not any(m.role == "assistant" for m in request.messages):
+        return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
+    return tool_call_message("answer", {"answer": f"{context.task_id}-{len(request.messages)}"})
+
+
+register_provider("scripted")(lambda: ScriptedProvider(respond))
+
+
+@reports("scored")
+def kill_switch(task, answer, trace, judge):
+    if task.id == os.environ.get("KILL_WHILE_SCORING"):
+        kill_this_process()
+    return {"scored": 1.0}
+
+
+register_scorer("test_kill_switch")(kill_switch)
+
+
+@register_benchmark
+class Quiz(Benchmark):
+    """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
+
+    name = "test_quiz"
+    scorers = ("exact_match", "test_kill_switch")
+
+    def load(self):
+        database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))
+        rows = [json.loads(line) for line in (self.path / "quiz.jsonl").read_text().splitlines() if line]
+        return [
+            Task(id=r["id"], benchmark=self.name, question=r["question"], question_type=QuestionType.FACTOID,
+                 data=[database], gold=Gold(answer=r["answer"]))
+            for r in rows
+        ]
+
+    def tools(self, task, settings):
+        return default_tools(task, settings)
+'''
+
+QUESTIONS = [
+    {"id": "Q1", "question": "How many sales teams are there?", "answer": "Q1-3"},
+    {"id": "Q2", "question": "How many sales teams are there, again?", "answer": "nope"},
+    {"id": "Q3", "question": "And once more?", "answer": "Q3-3"},
+]
+UNITS = 6  # 3 tasks × 1 system × 1 model × 2 epochs, one at a time: unit 2 makes model calls 3 and 4
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> dict[str, Path]:
+    """The plugin, its alias table, the quiz and a --config naming them (what a user would write)."""
+    quiz = tmp_path / "quiz"
+    quiz.mkdir()
+    shutil.copy(FIXTURES / "regional_sales.sqlite", quiz / "sales.sqlite")
+    (quiz / "quiz.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    plugin, models, config = tmp_path / "kill_plugin.py", tmp_path / "models.yaml", tmp_path / "run.yaml"
+    plugin.write_text(textwrap.dedent(PLUGIN).lstrip())
+    models.write_text("models:\n  scripted: {provider: scripted, model_id: v1, price: {input_per_mtok: 1.0}}\n")
+    config.write_text(
+        f"plugins: [{plugin}]\nmodels_file: {models}\nmodels: [scripted]\n"
+        f"benchmark: test_quiz\ntasks_path: {quiz}\nepochs: 2\nconcurrency: 1\n"
+    )
+    return {"config": config, "models": models}
+
+
+def compare(*flags: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env}
+    return subprocess.run(
+        compare_command(*flags), cwd=ROOT, capture_output=True, text=True, timeout=240, env=environment
+    )
+
+
+def start(*flags: str, **env: str) -> subprocess.Popen[str]:
+    environment = {**os.environ, **env}
+    return subprocess.Popen(compare_command(*flags), cwd=ROOT, stderr=subprocess.PIPE, text=True, env=environment)
+
+
+def outcome(run_dir: Path) -> dict[tuple[str, str, str, int], tuple]:
+    """Each unit's result as a comparison sees it (timings aside)."""
+    return {
+        r.key: (r.status, r.answer, r.scores, r.usage.input_tokens, r.usage.output_tokens, r.usage.cost_usd)
+        for r in read_run(run_dir).records
+    }
+
+
+def lines_of(run_dir: Path) -> list[tuple[str, int]]:
+    return [(r["task_id"], r["epoch"]) for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())]
+
+
+@pytest.mark.slow  # nine `compare` processes: ~40 s
+def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_in_an_uninterrupted_run(tmp_path, setup):
+    baseline = tmp_path / "uninterrupted"
+    done = compare("--config", str(setup["config"]), "--out", str(baseline))
+    assert done.returncode == 0, done.stderr
+    expected = outcome(baseline)
+    assert len(expected) == UNITS and {status for status, *_ in expected.values()} == {"completed"}
+
+    moments = {  # where the kill lands, what it leaves, and the model calls the killed attempt had finished
+        "first model call": ({"KILL_AT_CALL": "1"}, 0, 0),
+        "middle of the second unit": ({"KILL_AT_CALL": "4"}, 1, 1),
+        "scoring the second unit": ({"KILL_WHILE_SCORING": "Q2"}, 1, 2),
+    }
+    for moment, (kill, kept, calls_lost) in moments.items():
+        out = tmp_path / moment.replace(" ", "-")
+        killed = compare("--config", str(setup["config"]), "--out", str(out), **kill)
+        assert killed.returncode == -9, (moment, killed.stderr)
+        assert len(lines_of(out)) == kept, moment
+        resumed = compare("--resume", "--out", str(out))
+        assert resumed.returncode == 0, (moment, resumed.stderr)
+
+        units = lines_of(out)
+        assert len(units) == len(set(units)) == UNITS, moment  # every unit exactly once
+        assert outcome(out) == expected, moment
+        run = read_run(out)
+        assert run.manifest.status == "completed" and run.warnings == []
+        spent = [(a.task_id, a.epoch, a.model_calls) for a in run.interrupted]
+        assert spent == ([("Q2", 1, calls_lost)] if calls_lost else []), moment
+        if calls_lost == 2:  # the killed unit had made all its calls: it spent what the finished one did
+            assert run.interrupted_usage().input_tokens == expected[("Q2", "tool_use", "scripted", 1)][3]
+            assert "Spent on interrupted units" in (out / "summary.md").read_text()
+
+
+def lock_is_held(run_dir: Path) -> bool:
+    path = run_dir / ".lock"
+    if not path.exists():
+        return False
+    with path.open("a") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(file, fcntl.LOCK_UN)
+        return False
+
+
+@pytest.mark.slow  # five `compare` processes: ~25 s
+def test_a_second_process_is_refused_while_a_resume_runs_and_changes_are_refused(tmp_path, setup):
+    out = tmp_path / "run"
+    killed = compare("--config", str(setup["config"]), "--out", str(out), KILL_AT_CALL="3")
+    assert killed.returncode == -9 and len(lines_of(out)) == 1
+
+    first = start("--resume", "--out", str(out), MODEL_DELAY_S="0.5")
+    deadline = time.monotonic() + 60
+    while not lock_is_held(out) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = compare("--resume", "--out", str(out))
+    into_the_same_out = compare("--config", str(setup["config"]), "--out", str(out))
+    assert first.wait(timeout=120) == 0, first.stderr.read()
+
+    for refused in (second, into_the_same_out):
+        assert refused.returncode == 2, refused.stderr
+        assert f"{out} is in use by another compare process (pid {first.pid}" in refused.stderr
+    units = lines_of(out)
+    assert len(units) == len(set(units)) == UNITS
+
+    flag = compare("--resume", "--out", str(out), "--epochs", "3")
+    assert flag.returncode == 2 and "takes no --epochs" in flag.stderr
+    setup["models"].write_text(setup["models"].read_text().replace("model_id: v1", "model_id: v2"))
+    alias = compare("--resume", "--out", str(out))
+    assert alias.returncode == 2 and "model 'scripted' model_id: 'v1' → 'v2'" in alias.stderr
+    assert lines_of(out) == units

@@ -1,0 +1,134 @@
+"""`compare --replay RUN_DIR`: every system re-run against the recorded model responses, with no model,
+gives identical answers and scores; a request the recording never saw ends its unit `replay_miss`."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from typer.testing import CliRunner
+
+from data_agent_compare.app.cli import app
+from data_agent_compare.app.runner import execute, plan_replay
+from data_agent_compare.compare import PROVIDERS, Answer, CallContext, Message, ModelRequest, RunContext, System, Task
+from data_agent_compare.compare.runlog import RunLog, read_run
+from data_agent_compare.providers.scripted import tool_call_message
+from data_agent_compare.reports import summarize
+
+from helpers import (
+    FakeOpenAIServer,
+    load_tasks,
+    make_plan,
+    registered_system,
+    scripted_provider,
+    steps_taken,
+    tool_call_response,
+    usage,
+)
+
+runner = CliRunner()
+
+
+class HttpAsker(System):
+    """A test system that asks the model through the gateway's OpenAI-compatible endpoint, as frameworks do."""
+
+    name = "test_http_asker"
+    kind = "test"
+    prompt = "Answer with one letter."  # changed by a test between recording and replay
+
+    def run(self, task: Task, ctx: RunContext) -> Answer:
+        with ctx.openai_endpoint() as endpoint:
+            body = {
+                "model": endpoint.model,
+                "messages": [{"role": "user", "content": f"{self.prompt}\n{task.question}"}],
+            }
+            headers = {"Authorization": f"Bearer {endpoint.api_key}"}
+            reply = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, headers=headers, timeout=30).json()
+        return ctx.answer_from_text(reply["choices"][0]["message"]["content"])
+
+
+def scripted(request: ModelRequest, context: CallContext) -> Message:
+    """A scripted test model: SQL first, then an answer; the judge scores reports; HTTP askers get a letter."""
+    if context.system == "judge":
+        return Message(role="assistant", content=json.dumps({"score": 1, "justification": "covers it"}))
+    if context.system == HttpAsker.name:
+        return Message(role="assistant", content="C")
+    if steps_taken(request) == 0:
+        return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
+    return tool_call_message("answer", {"answer": "B"})
+
+
+def tasks_of_each_kind() -> list[Task]:
+    tasks = load_tasks("bundled")
+    return [next(t for t in tasks if t.question_type == kind) for kind in ("single_choice", "factoid", "report")]
+
+
+def record(tmp_path) -> RunLog:
+    """A run recorded with the scripted test model (and judge), which is unregistered afterwards."""
+    tasks = tasks_of_each_kind()
+    with scripted_provider() as install:
+        model = install(scripted)
+        plan = make_plan(tmp_path, tasks, model, ["tool_use", HttpAsker.name], task_ids=[t.id for t in tasks])
+        plan.judge = model
+        plan.config = plan.config.model_copy(update={"judge": model.alias})
+        execute(plan)
+    assert "scripted" not in PROVIDERS  # no model is reachable from here on
+    return read_run(plan.run_dir)
+
+
+def comparable(run: RunLog) -> dict:
+    return {
+        r.key: (r.status, r.answer, r.scores, r.usage.input_tokens, r.usage.output_tokens, r.model_calls)
+        for r in run.records
+    }
+
+
+def test_a_recorded_run_replays_to_identical_answers_and_scores_with_no_model_reachable(tmp_path):
+    with registered_system(HttpAsker):
+        recorded = record(tmp_path)
+        execute(plan_replay(str(recorded.run_dir), str(tmp_path / "replay")))
+    replayed = read_run(tmp_path / "replay")
+
+    assert len(recorded.records) == 6 and {r.status for r in recorded.records} == {"completed"}
+    assert comparable(replayed) == comparable(recorded)
+    report = next(r for r in replayed.records if r.question_type == "report" and r.system == "tool_use")
+    assert report.scores["rs"] == 1.0 and report.judge_usage.cost_source == "cached"  # the judge replayed too
+    http = [s for r in replayed.records if r.system == HttpAsker.name for s in replayed.trace(r).model_calls]
+    assert http and all(s.via_http and s.cached.source == "replay" for s in http)
+    assert replayed.manifest.replay_of == str(recorded.run_dir) and replayed.manifest.status == "completed"
+
+
+def test_a_request_the_recording_never_saw_ends_its_unit_as_a_replay_miss(tmp_path, monkeypatch):
+    with registered_system(HttpAsker):
+        recorded = record(tmp_path)
+        monkeypatch.setattr(HttpAsker, "prompt", "Answer with one letter, please.")  # a changed prompt
+        execute(plan_replay(str(recorded.run_dir), str(tmp_path / "replay")))
+    replayed = read_run(tmp_path / "replay")
+
+    statuses = {(r.system, r.status) for r in replayed.records}
+    assert statuses == {("tool_use", "completed"), (HttpAsker.name, "replay_miss")}
+    miss = next(r for r in replayed.records if r.status == "replay_miss")
+    assert "no recorded response for call 1 of this unit" in miss.error
+    row = next(row for row in summarize(replayed.records) if row.system == HttpAsker.name)
+    assert row.replay_misses == 3 and row.accuracy_n == 0 and row.errors == 0  # counted, and no verdict
+
+
+def test_compare_replay_through_the_cli_with_the_model_server_gone(tmp_path):
+    out, again = tmp_path / "run", tmp_path / "replayed"
+    answer = tool_call_response([("c1", "answer", '{"answer": "A"}')], usage_body=usage(100, 10, cost=0.002))
+    with FakeOpenAIServer(default=answer) as fake:
+        flags = ["--models", "openai-compatible:m", "--base-url", fake.base_url, "--limit", "2", "--out", str(out)]
+        recorded = runner.invoke(app, flags)
+    assert recorded.exit_code == 0, recorded.output
+    refused = runner.invoke(app, ["--replay", str(out), "--out", str(again), "--workflows", "planning"])
+    assert refused.exit_code == 2 and "--replay" in refused.output and "--workflows" in refused.output
+
+    replayed = runner.invoke(app, ["--replay", str(out), "--out", str(again)])  # the server is gone
+    assert replayed.exit_code == 0, replayed.output
+    assert comparable(read_run(again)) == comparable(read_run(out))
+    assert all(r.usage.cost_usd == 0 for r in read_run(again).records)
+
+
+def test_a_run_without_request_keys_cannot_be_replayed(tmp_path):
+    result = runner.invoke(app, ["--replay", str(tmp_path / "nothing-here")])
+    assert result.exit_code == 2 and "cannot replay" in result.output and "not a run directory" in result.output
