@@ -50,8 +50,9 @@ GATEWAY_MODEL_INFO = {
 }
 
 
-def model_client(endpoint: Endpoint, *, agent: str | None = None) -> ChatCompletionClient:
-    """AutoGen's OpenAI client at the gateway; its own retries are off (the gateway retries)."""
+def model_client(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> ChatCompletionClient:
+    """AutoGen's OpenAI client at the gateway; its own retries are off (the gateway retries). Build it
+    inside the run's event loop: its HTTP client is closed there (`AgentSession.aclose`)."""
     from autogen_ext.models.openai import OpenAIChatCompletionClient
 
     return OpenAIChatCompletionClient(
@@ -61,6 +62,7 @@ def model_client(endpoint: Endpoint, *, agent: str | None = None) -> ChatComplet
         max_retries=0,
         model_info=GATEWAY_MODEL_INFO,
         default_headers={AGENT_HEADER: agent} if agent else None,
+        http_client=session.async_http_client(),
     )
 
 
@@ -106,7 +108,8 @@ class AutoGenSystem(FrameworkSystem):
     @abstractmethod
     def build_agent(self, endpoint: Endpoint, session: AgentSession) -> Any:
         """An AgentChat agent or team (anything with `run_stream(task=...)`) over `session.tools(...)`
-        (one list per agent, labelled with the agent's name) and `model_client(endpoint, agent=...)`."""
+        (one list per agent, labelled with the agent's name) and `model_client(endpoint, session, agent=...)`;
+        called inside the run's event loop."""
 
     def drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
         # AutoGen warns when the server names another model than asked for; the gateway names the real one.
@@ -127,6 +130,7 @@ class AutoGenSystem(FrameworkSystem):
                     break
         finally:
             await stream.aclose()
+            await session.aclose()
         return text
 
 
@@ -143,7 +147,7 @@ class AutoGenAssistant(AutoGenSystem):
 
         return AssistantAgent(
             name=ASSISTANT,
-            model_client=model_client(endpoint, agent=ASSISTANT),
+            model_client=model_client(endpoint, session, agent=ASSISTANT),
             tools=[autogen_tool(tool) for tool in session.tools(agent=ASSISTANT)],
             system_message=self.system_prompt,
             max_tool_iterations=self.max_iterations(session),
@@ -178,7 +182,7 @@ class AutoGenTeam(AutoGenSystem):
                 AssistantAgent(
                     name=name,
                     description=f"The {name.replace('_', ' ')}: {role}.",
-                    model_client=model_client(endpoint, agent=name),
+                    model_client=model_client(endpoint, session, agent=name),
                     tools=[autogen_tool(tool) for tool in tools],
                     system_message=prompt,
                     max_tool_iterations=1 if name == WRITER else 3,  # the writer's turn ends with its answer
@@ -186,7 +190,7 @@ class AutoGenTeam(AutoGenSystem):
                 )
             )
         stop = FunctionCallTermination(ANSWER_TOOL) | MaxMessageTermination(4 * self.max_iterations(session))
-        selector = model_client(endpoint, agent=SELECTOR)
+        selector = model_client(endpoint, session, agent=SELECTOR)
         return SelectorGroupChat(agents, model_client=selector, termination_condition=stop)
 
     @staticmethod

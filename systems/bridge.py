@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import ssl
 import sys
+import threading
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+import httpx
 
 from ..compare import (
     ANSWER_TOOL,
@@ -137,6 +141,21 @@ class BridgedTool:
         return self.session.call(self.name, {**(arguments or {}), **kwargs}, agent=self.agent)
 
 
+_ssl_context: ssl.SSLContext | None = None
+_ssl_lock = threading.Lock()
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """One SSL context per process. Every OpenAI client a framework builds would otherwise load the CA
+    bundle again (~40 ms each, measured: half of a LangGraph task's harness time), although the
+    gateway is plain HTTP on loopback."""
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            _ssl_context = ssl.create_default_context()
+        return _ssl_context
+
+
 @dataclass
 class AgentSession:
     """The state of one framework run: the task, its context, and how the run ended."""
@@ -147,6 +166,31 @@ class AgentSession:
     final: FinalToolCall | None = None  # a tool call that is the prediction (DBGorilla's first call)
     answered_by: str | None = field(default=None, repr=False)  # the agent that answered
     speaker: str | None = None  # the agent whose text is the framework's final text (multi-agent frameworks)
+    _clients: list[httpx.Client] = field(default_factory=list, repr=False)
+    _async_clients: list[httpx.AsyncClient] = field(default_factory=list, repr=False)
+
+    def http_client(self) -> httpx.Client:
+        """An HTTP client for a framework's model client, closed when the run ends. `trust_env=False`:
+        a proxy configured in the environment must not sit between a framework and the loopback gateway."""
+        client = httpx.Client(trust_env=False, verify=shared_ssl_context(), timeout=None)
+        self._clients.append(client)
+        return client
+
+    def async_http_client(self) -> httpx.AsyncClient:
+        """The same for asyncio frameworks; `aclose()` closes it inside the run's event loop."""
+        client = httpx.AsyncClient(trust_env=False, verify=shared_ssl_context(), timeout=None)
+        self._async_clients.append(client)
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._async_clients:
+            await client.aclose()
+        self._async_clients.clear()
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
 
     @property
     def finished(self) -> bool:
@@ -233,6 +277,8 @@ class FrameworkSystem(System):
             if session.finished:  # an answer was given; the framework failed while winding down
                 return session.answer(None)
             raise
+        finally:
+            session.close()
         return session.answer(text)
 
     @abstractmethod

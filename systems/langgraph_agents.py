@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
     from langchain_core.tools import BaseTool
 
 
-def chat_model(endpoint: Endpoint, *, agent: str | None = None) -> BaseChatModel:
+def chat_model(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> BaseChatModel:
     """LangChain's OpenAI chat model at the gateway. Its own retries are off: the gateway retries."""
     from langchain_openai import ChatOpenAI
 
@@ -56,6 +56,8 @@ def chat_model(endpoint: Endpoint, *, agent: str | None = None) -> BaseChatModel
         api_key=endpoint.api_key,
         max_retries=0,
         default_headers={AGENT_HEADER: agent} if agent else None,
+        http_client=session.http_client(),
+        http_async_client=session.async_http_client(),  # built but unused: graphs run synchronously here
     )
 
 
@@ -98,7 +100,7 @@ class LangGraphSystem(FrameworkSystem):
 
     def drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
         tools = [langchain_tool(tool) for tool in session.tools()]
-        graph = self.build_graph(chat_model(endpoint), tools, session)
+        graph = self.build_graph(chat_model(endpoint, session), tools, session)
         limit = {"recursion_limit": 4 * self.max_iterations(session)}  # the step budget stops it first
         state = graph.invoke({"messages": [{"role": "user", "content": self.prompt(session)}]}, config=limit)
         return self.final_text(state, session)

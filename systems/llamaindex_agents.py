@@ -44,8 +44,9 @@ QUERY_ENGINE = "query_engine"
 SEARCH_TOOL = "search_documents"
 
 
-def llm(endpoint: Endpoint, *, agent: str | None = None) -> LLM:
-    """LlamaIndex's OpenAI-compatible LLM at the gateway; its own retries are off (the gateway retries)."""
+def llm(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> LLM:
+    """LlamaIndex's OpenAI-compatible LLM at the gateway; its own retries are off (the gateway retries).
+    Build it inside the run's event loop: its HTTP clients are closed at the end of the run."""
     from llama_index.llms.openai_like import OpenAILike
 
     return OpenAILike(
@@ -56,6 +57,8 @@ def llm(endpoint: Endpoint, *, agent: str | None = None) -> LLM:
         is_function_calling_model=True,
         max_retries=0,
         default_headers={AGENT_HEADER: agent} if agent else None,
+        http_client=session.http_client(),
+        async_http_client=session.async_http_client(),
     )
 
 
@@ -100,14 +103,18 @@ class LlamaIndexSystem(FrameworkSystem):
     @abstractmethod
     def build_agent(self, endpoint: Endpoint, session: AgentSession) -> Any:
         """A LlamaIndex agent workflow (`FunctionAgent`, `ReActAgent`, `AgentWorkflow`) over
-        `[llamaindex_tool(t) for t in session.tools()]` and `llm(endpoint)`."""
+        `[llamaindex_tool(t) for t in session.tools()]` and `llm(endpoint, session)`; called inside the
+        run's event loop."""
 
     def drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
         return asyncio.run(self._drive(session, endpoint))
 
     async def _drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
         agent = self.build_agent(endpoint, session)
-        output = await agent.run(user_msg=self.prompt(session), max_iterations=self.max_iterations(session))
+        try:
+            output = await agent.run(user_msg=self.prompt(session), max_iterations=self.max_iterations(session))
+        finally:
+            await session.aclose()
         if session.finished:
             return None
         response = getattr(output, "response", None)
@@ -123,7 +130,7 @@ class LlamaIndexAgent(LlamaIndexSystem):
         from llama_index.core.agent.workflow import FunctionAgent
 
         tools = [llamaindex_tool(tool) for tool in session.tools()]
-        return FunctionAgent(tools=tools, llm=llm(endpoint), system_prompt=self.system_prompt, streaming=False)
+        return FunctionAgent(tools=tools, llm=llm(endpoint, session), system_prompt=self.system_prompt, streaming=False)
 
 
 class LlamaIndexRagSql(LlamaIndexSystem):
@@ -143,7 +150,7 @@ class LlamaIndexRagSql(LlamaIndexSystem):
         tools = [llamaindex_tool(tool) for tool in session.tools(ours)]
         if self._documents(session):
             tools.insert(0, self._query_engine_tool(endpoint, session))
-        return FunctionAgent(tools=tools, llm=llm(endpoint), system_prompt=self.system_prompt, streaming=False)
+        return FunctionAgent(tools=tools, llm=llm(endpoint, session), system_prompt=self.system_prompt, streaming=False)
 
     @staticmethod
     def _documents(session: AgentSession) -> list[tuple[str, Path]]:
@@ -157,7 +164,7 @@ class LlamaIndexRagSql(LlamaIndexSystem):
         from llama_index.core.tools import FunctionTool
 
         files = self._documents(session)
-        synthesizer = llm(endpoint, agent=QUERY_ENGINE)
+        synthesizer = llm(endpoint, session, agent=QUERY_ENGINE)
 
         def search_documents(query: str) -> str:
             """Search the company documents (definitions, thresholds, business rules) and summarize what they say."""
