@@ -2,6 +2,7 @@
 
     compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
     compare --resume --out DIR        finish an interrupted run with the configuration in its manifest
+    compare --replay RUN_DIR          re-run a run's systems on its recorded model responses (no model)
     compare report DIR                rebuild a run directory's summary
     compare tasks / score             validate a benchmark / score predictions made elsewhere
     compare systems / benchmarks / models    what is registered
@@ -30,13 +31,13 @@ from rich.table import Table
 from ..compare.benchmark import BENCHMARKS, Benchmark, BenchmarkError, TaskLoadError, TaskLoadErrors, create_benchmark
 from ..compare.model import PROVIDERS
 from ..compare.registry import RegistryError
-from ..compare.runlog import ResultRecord, RunLogError, read_records, read_run, redact_credentials
+from ..compare.runlog import ResultRecord, RunLog, RunLogError, read_records, read_run, redact_credentials
 from ..compare.scorer import score
 from ..compare.system import SYSTEMS
 from ..compare.task import Task
 from ..reports import markdown, pairwise, rich_table, summarize
 from .config import ConfigError, load_model_table, load_plugins, load_run_config
-from .runner import RunPlan, RunWriteError, execute, plan_run, resumed_config
+from .runner import RunPlan, RunWriteError, execute, plan_replay, plan_run, resumed_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
 console = Console(stderr=True)
@@ -117,6 +118,12 @@ def main_command(
     wall_time: Annotated[float | None, typer.Option(help="Budget: seconds per task.")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML file overriding configs/defaults.yaml.")] = None,
     resume: Annotated[bool, typer.Option(help="Finish the run in --out with its recorded configuration.")] = False,
+    replay: Annotated[
+        str | None, typer.Option(help="Re-run a run directory's systems on its recorded model responses (no model).")
+    ] = None,
+    cache: Annotated[
+        bool | None, typer.Option("--cache", help="Answer a model call seen before from the response cache (cost 0).")
+    ] = None,
 ) -> None:
     """Run systems × models on a benchmark and write a run directory."""
     if ctx.invoked_subcommand is not None:
@@ -142,20 +149,49 @@ def main_command(
         "plugins": plugin or None,
         "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
         "tools": {"unsafe_python": True} if unsafe_python else None,
+        "cache": {"enabled": True} if cache else None,
     }
     try:
+        if resume or replay:
+            _refuse_other_flags(ctx, "--replay" if replay else "--resume")
         if resume and not out:
             raise ConfigError("--resume needs --out DIR (the run directory to finish)")
-        if resume and out:
-            run_config = resumed_config(out, postgres_url=postgres_url, base_url=base_url)
+        if replay:
+            plan = plan_replay(replay, out, postgres_url=postgres_url)
         else:
-            run_config = load_run_config(config, overrides)
-        if resume:
-            load_plugins(run_config.plugins)
-        plan = plan_run(run_config)
+            if resume and out:
+                run_config = resumed_config(out, postgres_url=postgres_url, base_url=base_url)
+                load_plugins(run_config.plugins)
+            else:
+                run_config = load_run_config(config, overrides)
+            plan = plan_run(run_config)
     except ConfigError as problem:
         raise fail(str(problem)) from None
     raise typer.Exit(_run(plan, resume))
+
+
+# With --resume or --replay the recorded configuration is the run's: only where to write, and the URLs
+# whose passwords the manifest does not keep, may be given.
+RECORDED_RUN_FLAGS = {
+    "--resume": {"resume", "out", "postgres_url", "base_url"},
+    "--replay": {"replay", "out", "postgres_url"},
+}
+
+
+def _refuse_other_flags(ctx: typer.Context, mode: str) -> None:
+    allowed = RECORDED_RUN_FLAGS[mode]
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name not in allowed
+        and getattr(ctx.get_parameter_source(param.name or ""), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
+    ]
+    if given:
+        may = ", ".join("--" + name.replace("_", "-") for name in sorted(allowed - {mode.strip("-")}))
+        raise ConfigError(
+            f"{mode} runs with the recorded configuration of the run and takes no {', '.join(given)}"
+            f" (only {may}); to change the configuration, start a new run with another --out"
+        )
 
 
 def _run(plan: RunPlan, resume: bool) -> int:
@@ -193,7 +229,7 @@ def _run(plan: RunPlan, resume: bool) -> int:
             signal.signal(signal.SIGTERM, previous)
     records = _write_summary(plan.run_dir)
     _write_report([plan.run_dir], None, at_end_of_run=True)
-    errors = sum(r.status in ("error", "infra_error") for r in records)
+    errors = sum(r.status in ("error", "infra_error", "replay_miss") for r in records)
     if errors:
         console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
     return 1 if errors else 0
@@ -235,12 +271,28 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> lis
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     counting = {"infra_errors_as_failures": infra_errors_as_failures}
     rows = summarize(run.records, **counting)
-    extra = _benchmark_lines(run.manifest.benchmark, run.records)
+    extra = _benchmark_lines(run.manifest.benchmark, run.records) + _interrupted_lines(run)
     summary = markdown(rows, run.manifest, pairwise(run.records, **counting), run.records, extra, **counting)
     (run_dir / "summary.md").write_text(summary, encoding="utf-8")
     output.print(rich_table(rows))
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
     return run.records
+
+
+def _interrupted_lines(run: RunLog) -> list[str]:
+    """The spend of unit attempts that were interrupted before their record (calls.jsonl): paid for,
+    in no result, so said apart."""
+    if not run.interrupted:
+        return []
+    usage, calls = run.interrupted_usage(), sum(a.model_calls for a in run.interrupted)
+    in_flight = sum(a.in_flight_calls for a in run.interrupted)
+    unknown = f"; {in_flight} more call(s) were in flight when the run stopped (usage unknown)" if in_flight else ""
+    return [
+        "## Spent on interrupted units (not in the results)",
+        "",
+        f"- {len(run.interrupted)} attempt(s) stopped before their record, re-run by --resume: {calls} model call(s),"
+        f" {usage.input_tokens} input / {usage.output_tokens} output tokens, ${usage.cost_usd:.4f}{unknown}.",
+    ]
 
 
 def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
