@@ -565,10 +565,26 @@ def benchmarks_command(
 
 
 @app.command("models")
-def models_command(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+def models_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    prices_from_openrouter: Annotated[
+        bool,
+        typer.Option(
+            "--prices-from-openrouter",
+            help="Refresh the prices of the OpenRouter aliases from OpenRouter's model list (needs "
+            "OPENROUTER_API_KEY; OPENROUTER_BASE_URL overrides the address) and write them into the table.",
+        ),
+    ] = False,
+    models_file: Annotated[
+        Path | None,
+        typer.Option("--models-file", help="An alias table of your own: listed over the shipped one, and refreshed."),
+    ] = None,
+) -> None:
     """The model aliases of configs/models.yaml: provider, model id and prices (USD per million tokens)."""
+    if prices_from_openrouter:
+        _refresh_prices(models_file)
     try:
-        table = load_model_table()
+        table = load_model_table() | (load_model_table(models_file) if models_file else {})
     except ConfigError as problem:
         raise fail(str(problem)) from None
     rows = []
@@ -583,6 +599,24 @@ def models_command(as_json: Annotated[bool, typer.Option("--json", help="Print a
             f"providers: {', '.join(PROVIDERS.names())}; also openai-compatible:<model id> with --base-url",
             highlight=False,
         )
+
+
+def _refresh_prices(models_file: Path | None) -> None:
+    """Write OpenRouter's current prices into the alias table (`app/prices.py` says which and how)."""
+    from .prices import PriceRefreshError, fetch_prices, openrouter_key, refresh_table, shipped_models_file
+
+    path = models_file or shipped_models_file()
+    try:
+        changes = refresh_table(path, fetch_prices(openrouter_key()))
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+    except (PriceRefreshError, OSError) as problem:
+        raise fail(f"prices not refreshed: {problem}", 1) from None
+    for change in changes:
+        old = "–" if change.old is None else f"{change.old.input_per_mtok:g} / {change.old.output_per_mtok:g}"
+        new = f"{change.new.input_per_mtok:g} / {change.new.output_per_mtok:g}"
+        console.print(f"{change.alias} ({change.model_id}): $/Mtok in/out {old} -> {new}", highlight=False)
+    console.print(f"{len(changes)} price(s) changed in {path}", highlight=False)
 
 
 def _plugins(plugins: list[str] | None) -> None:
