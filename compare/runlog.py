@@ -311,12 +311,13 @@ def read_interrupted(run_dir: Path, records: list[ResultRecord]) -> tuple[list[I
 # ---------------------------------------------------------------- writing
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, indent: int | None = 2) -> None:
     """Write atomically, credentials redacted: a crash leaves the old file or the new one, never half
-    of one, and never a `.tmp` file (a full disk included)."""
+    of one, and never a `.tmp` file (a full disk included). Traces are written without indentation
+    (`indent=None`): json's C encoder serves only that, twice as fast as `indent=2` on a trace."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(path.suffix + ".tmp")
-    text = redact_credentials(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    text = redact_credentials(json.dumps(data, indent=indent, ensure_ascii=False, default=str))
     try:
         temporary.write_text(text, encoding="utf-8")
         temporary.replace(path)
@@ -373,9 +374,9 @@ class RunLogWriter:
 
     def append(self, record: ResultRecord, trace: Trace, judge_trace: Trace | None = None) -> None:
         with self._lock:
-            write_json(self.run_dir / record.trace_file, trace.model_dump(mode="json"))
+            write_json(self.run_dir / record.trace_file, trace.model_dump(mode="json"), indent=None)
             if judge_trace is not None and record.judge_trace_file:
-                write_json(self.run_dir / record.judge_trace_file, judge_trace.model_dump(mode="json"))
+                write_json(self.run_dir / record.judge_trace_file, judge_trace.model_dump(mode="json"), indent=None)
             self._results.write(redact_credentials(record.model_dump_json()) + "\n")
             self._results.flush()
 

@@ -14,20 +14,24 @@ The built-in tools live in `tools/`; a benchmark chooses which a task gets.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from .model import ToolSpec
 from .task import Answer, ToolCall
 from .trace import ToolCallStep, TraceRecorder, utc_now
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 
 class ToolError(Exception):
@@ -181,9 +185,8 @@ class ToolEnvironment:
         if tool is None:
             message = f"unknown tool {name!r}; available: {', '.join(self.tools)}"
             return ToolResult(success=False, content=message, error=message)
-        try:
-            jsonschema.validate(arguments, tool.parameters)
-        except jsonschema.ValidationError as invalid:
+        invalid = validation_error(arguments, tool.parameters)
+        if invalid is not None:
             where = "/".join(str(p) for p in invalid.absolute_path) or "arguments"
             message = f"invalid arguments for {name} at {where}: {invalid.message}"
             return ToolResult(success=False, content=message, error=message)
@@ -207,6 +210,27 @@ class ToolEnvironment:
     def close(self) -> None:
         for tool in self.tools.values():
             tool.close()
+
+
+def validation_error(arguments: Any, schema: dict[str, Any]) -> ValidationError | None:
+    """The error `jsonschema.validate(arguments, schema)` would raise (its best match), or None.
+
+    Building a validator checks the schema against its meta-schema (~0.5 ms); tools are built per task,
+    so validators are cached by the schema's content for the whole process. An invalid schema raises
+    `jsonschema.SchemaError`, as `validate` does."""
+    from jsonschema.exceptions import best_match  # jsonschema costs 0.1 s to import: not at CLI start
+
+    return best_match(_validator(json.dumps(schema)).iter_errors(arguments))
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(schema_json: str) -> Validator:
+    from jsonschema.validators import validator_for
+
+    schema = json.loads(schema_json)
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 @dataclass
