@@ -25,8 +25,11 @@ each operator's physical implementation under the policy (`describe()["policy"]`
 the plan's operators.
 
 Budgets: a call refused by a budget (BudgetExceeded here, HTTP 402 inside the worker, which then stops
-its query) ends the task with the budget's status. The worker refuses and reports any non-loopback
-network attempt; `network_attempts` collects them (empty, or something in its environment went online).
+its query) ends the task with the budget's status. An operator makes at least one model call per item:
+one with more items than model calls left is not started, and the task ends with `max_steps` at once.
+
+The worker refuses and reports any non-loopback network attempt; `network_attempts` collects them
+(empty, or something in its environment went online).
 Workers are kept warm between tasks (importing palimpzest takes ~15 s), one per task running at a time.
 
 Without the environment the system refuses to run, naming the fix (`refusal`).
@@ -416,6 +419,7 @@ class PalimpzestSystem(System):
                 worker.request({**load, "datasets": results}, self._timeout(ctx))
                 for index, op in enumerate(plan["operators"]):
                     ctx.check_budget()
+                    self._refuse_if_too_many(ctx, op, len(results[op["input"]]))
                     done = self._operator(ctx, worker, index, op, workdir)
                     if ctx.budget_stop is not None:
                         raise ctx.budget_stop
@@ -458,6 +462,18 @@ class PalimpzestSystem(System):
         if result.truncated:
             notes.append(f"the SQL result was cut by the environment's row/byte caps at {len(rows)} rows")
         return [dict(zip(columns, row, strict=True)) for row in rows], notes
+
+    def _refuse_if_too_many(self, ctx: RunContext, op: dict[str, Any], items: int) -> None:
+        """An operator makes at least one model call per item, whatever implementation the optimizer picks:
+        one that cannot finish within the steps left is not started (as for LOTUS and DocETL)."""
+        recorder = ctx.model.recorder
+        left = ctx.budgets.max_steps - len(recorder.trace.model_calls)
+        if items > left:
+            detail = (
+                f"step limit of {ctx.budgets.max_steps} model calls: operator {op['operator']} needs at least "
+                f"{items} model calls (one per item) and {left} are left"
+            )
+            raise recorder.refuse("max_steps", detail)
 
     def _operator(
         self, ctx: RunContext, worker: WorkerProcess, index: int, op: dict[str, Any], workdir: Path

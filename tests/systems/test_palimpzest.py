@@ -138,17 +138,28 @@ def test_palimpzest_worker_with_scripted_model_receives_every_row_and_its_calls_
 def test_palimpzest_with_scripted_model_stops_with_the_budget_status_when_the_gateway_refuses(tmp_path, scripted_model):
     needs_environment()
     model = ScriptedPalimpzest()
-    system = PalimpzestSystem()
-    record, trace, _ = run_task(
-        tmp_path, scripted_model(model), stores_task(), "palimpzest", system, budgets={"max_steps": 6}
-    )
+    budgets = {"max_steps": 500, "max_tokens": 6_000}  # the plan and a few filter prompts
+    record, trace, _ = run_task(tmp_path, scripted_model(model), stores_task(), "palimpzest", budgets=budgets)
 
-    assert record["status"] == "max_steps", record["error"]
+    assert record["status"] == "max_tokens", record["error"]
     operator = next(s for s in steps(trace, "tool_call") if s["tool"] == "sem_filter")
     assert not operator["success"] and "budget" in operator["error"]
-    # The worker stopped at the first refusal: no call beyond the budget reached the model.
-    assert len(model.filter_prompts) == 5 and record["model_calls"] == 6
+    # The worker stopped its query at the first refusal: most rows were never sent.
+    assert 0 < len(model.filter_prompts) < 20
+    assert record["model_calls"] == len(model.filter_prompts) + 1  # and the plan
     assert "answer" not in [s["tool"] for s in steps(trace, "tool_call")]
+
+
+def test_palimpzest_with_scripted_model_does_not_start_an_operator_that_cannot_finish_in_the_steps_left(
+    tmp_path, scripted_model
+):
+    needs_environment()
+    model = ScriptedPalimpzest()
+    record, trace, _ = run_task(tmp_path, scripted_model(model), stores_task(), "palimpzest", budgets={"max_steps": 30})
+
+    assert record["status"] == "max_steps" and "needs at least 40 model calls" in record["error"]
+    assert model.filter_prompts == [] and record["model_calls"] == 1  # the plan only
+    assert [s["tool"] for s in steps(trace, "tool_call")] == ["get_schema_info", "execute_sql"]
 
 
 def test_palimpzest_refuses_without_its_environment_and_names_the_fix(tmp_path, scripted_model, monkeypatch):
