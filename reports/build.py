@@ -17,7 +17,7 @@ from .cells import ReportTable
 from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_runs
-from .significance import significance_table
+from .significance import leader_line, significance_table
 from .summary import denominator_lines
 
 FIGURES_DIR = "figures"
@@ -58,6 +58,9 @@ def _headline(data: ReportData) -> list[str]:
         best = max(scored, key=lambda r: (r.accuracy, -r.total_cost_usd))
         ci = "" if best.accuracy_ci is None else f" [{best.accuracy_ci[0]:.3f}, {best.accuracy_ci[1]:.3f}]"
         lines.append(f"Most accurate: {best.system}/{best.model} {best.accuracy:.3f}{ci} (n={best.accuracy_n} tasks)")
+        leader = leader_line(data)
+        if leader:
+            lines.append(leader)
     spent = [r for r in rows if r.tasks > r.unavailable]
     if spent:
         cheapest = min(spent, key=lambda r: r.total_cost_usd / (r.tasks - r.unavailable))

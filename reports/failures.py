@@ -9,8 +9,8 @@
   analysing, per system; answer tools count as neither;
 - the tool-usage profile: calls per tool and their error rate.
 
-DAB's judged modes of wrong answers (incorrect plan / data selection / implementation) need an LLM judge
-and are not computed here.
+DAB's judged modes of wrong answers (incorrect plan / data selection / implementation) need an LLM judge:
+`judged.py` (`compare report --judge MODEL`).
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def failure_table(data: ReportData) -> ReportTable:
             cells.append(Cell(text=text, value=float(modes[mode]), n=modes[mode], link=link))
         table.rows.append(cells)
     table.note = (
-        "One mode per record, the first that applies: provider error, runtime error, budget stop, no tool call, "
-        "malformed answer, wrong answer. DAB's judged modes of wrong answers need --judge and are not computed."
+        "One mode per record, the first that applies: provider error, runtime error, budget stop, correct, no tool "
+        "call, malformed answer, wrong answer. `compare report --judge MODEL` adds DAB's judged modes of wrong answers."
     )
     return table
 

@@ -182,6 +182,7 @@ def tool_scores(data: ReportData) -> Figure | None:
                 values.append({"row": _row_name(system, model), "metric": name, "value": cell.value})
     base = alt.Chart(alt.Data(values=values)).encode(
         y=alt.Y("row:N", title="system / model"),
+        yOffset=alt.YOffset("metric:N"),  # each metric on its own line within the row: labels never collide
         x=alt.X("value:Q", title="score (0–1, mean over tasks)", scale=alt.Scale(domain=[0, 1])),
     )
     points = base.mark_point(size=110, filled=True).encode(

@@ -84,6 +84,32 @@ def significance_table(data: ReportData) -> ReportTable | None:
     return table
 
 
+def leader_line(data: ReportData) -> str | None:
+    """The most accurate row against the runner-up, in words: the difference, whether it is significant,
+    and how many tasks it would need."""
+    top = top_rows(data, limit=2)
+    if len(top) < 2:
+        return None
+    flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
+    chosen = [r for r in data.records if f"{r.system}/{r.model}" in set(top)]
+    pairs = pairwise(chosen, **flags)
+    if not pairs:
+        return None
+    pair = pairs[0]
+    sign = 1 if pair.first == top[0] else -1  # pairwise orders by name; say it leader − runner-up
+    difference, (low, high) = sign * pair.accuracy_difference, sorted(sign * v for v in pair.difference_ci)
+    significant = pair.bootstrap_p < ALPHA and pair.mcnemar_p < ALPHA
+    verdict = "significant" if significant else "not significant"
+    line = (
+        f"{top[0]} vs runner-up {top[1]}: {difference:+.3f} [{low:+.3f}, {high:+.3f}] on {pair.tasks} common tasks, "
+        f"{verdict} (bootstrap p {pair.bootstrap_p:.3f}, McNemar p {pair.mcnemar_p:.3f})"
+    )
+    needed = tasks_needed(_differences(chosen, top[0], top[1], flags))
+    if not significant and needed is not None:
+        line += f"; a gap this size needs about {needed:,} tasks"
+    return line
+
+
 def _link(name: str) -> dict[str, str]:
     system, _, model = name.partition("/")  # system names have no "/"; model aliases may
     return {"system": system, "model": model}

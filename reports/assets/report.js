@@ -26,7 +26,7 @@
   // ------------------------------------------------------------------ charts
   data.figures.forEach(function (figure) {
     var target = document.getElementById("chart-" + figure.key);
-    window.vegaEmbed(target, figure.spec, { actions: false, renderer: "svg" }).catch(function (error) {
+    window.vegaEmbed(target, figure.spec, { actions: false, renderer: "svg", padding: { left: 12, top: 4, right: 4, bottom: 4 } }).catch(function (error) {
       console.error("chart " + figure.key + ": " + error);
     });
   });
@@ -113,14 +113,15 @@
     return Object.keys(entry.scores).sort().map(function (key) { return key + " " + fmt(entry.scores[key]); }).join(", ");
   }
 
-  function entriesTable(entries) {
+  function entriesTable(entries, matching) {
     var head = ["system", "model", "epoch", "status", "failure mode", "answer", "scores", "cost $", "tokens in/out/reasoning", "latency s", "model / tool calls", "error"];
     var rows = entries.map(function (entry) {
       var failure = entry.failure + (entry.judged ? " → " + entry.judged + (entry.judged_why ? " (" + entry.judged_why + ")" : "") : "");
       var cells = [entry.system, entry.model, String(entry.epoch), entry.status, failure, entry.answer, scores(entry),
         fmt(entry.cost, 5), entry.tokens.join(" / "), fmt(entry.latency, 3), entry.model_calls + " / " + entry.tool_calls,
         [entry.error, entry.scoring_error].filter(Boolean).join("; ")];
-      return el("tr", { className: entry.failure === "correct" ? "" : "failed" }, cells.map(function (text, i) {
+      var classes = (entry.failure === "correct" ? "" : "failed") + (matching.indexOf(entry) < 0 ? " other-entry" : "");
+      return el("tr", { className: classes }, cells.map(function (text, i) {
         return el("td", {}, [i === 5 ? el("pre", { text: text }) : document.createTextNode(text)]);
       }));
     });
@@ -180,6 +181,7 @@
     }));
   }
 
+  // Every system's entry side by side; those the filter does not select are dimmed.
   function taskItem(task, entries) {
     var summary = el("summary", {}, [el("strong", { text: task.id }), el("span", { text: " · " + (task.level || "no level") + " · " + task.type + " " })]
       .concat(entries.map(badge)));
@@ -189,8 +191,8 @@
       box.appendChild(field("question", task.question || "(not recorded in this run)"));
       box.appendChild(field("data sources", task.sources.length ? task.sources.join(", ") : "–"));
       box.appendChild(field("gold", task.gold === null || task.gold === undefined ? "–" : Array.isArray(task.gold) ? task.gold.join(", ") : String(task.gold)));
-      box.appendChild(entriesTable(entries));
-      box.appendChild(traces(entries));
+      box.appendChild(entriesTable(task.entries, entries));
+      box.appendChild(traces(task.entries));
     });
     return box;
   }
