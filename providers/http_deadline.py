@@ -113,7 +113,10 @@ def deadline_client(**options: typing.Any) -> httpx.Client:
 
     httpx has no public hook for the network backend: the transport's pool gets ours (httpx 0.28,
     httpcore 1.0; checked here so that a change fails loudly rather than losing the deadline)."""
-    transport = httpx.HTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+    # Keep every idle connection (they expire after 5 s idle): the pool then holds as many as the run has calls
+    # in flight, whatever `--concurrency`; a cap below that reconnects (a TLS handshake) on most calls above it.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    transport = httpx.HTTPTransport(limits=limits)
     pool = transport._pool
     if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
         raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
