@@ -586,8 +586,16 @@ ProgressCallback = Callable[[ResultRecord], None]
 def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume: bool = False) -> Manifest:
     """Run every unit not yet in the run directory, holding its lock; returns the final manifest.
     Raises RunDirBusy (a RunLogError) when another process holds the run directory."""
-    with RunDirLock(plan.run_dir):
+    lock = RunDirLock(plan.run_dir)
+    try:
+        lock.acquire()
+    except OSError as failure:  # a read-only folder, a full disk: nothing ran
+        why = failure.strerror or str(failure)
+        raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
+    try:
         return _execute(plan, on_result, resume)
+    finally:
+        lock.release()
 
 
 def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) -> Manifest:

@@ -435,8 +435,9 @@ class RunDirLock:
                     "wait for it to finish, or use another --out"
                 ) from None
             if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"pid {os.getpid()}, since {utc_now()}\n".encode(), 0)
+                with contextlib.suppress(OSError):  # who holds it, for the message; the lock holds without it
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"pid {os.getpid()}, since {utc_now()}\n".encode(), 0)
                 self._fd = fd
                 return
             os.close(fd)

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from data_agent_compare.compare.runlog import read_run
+
 from helpers import ROOT, FakeOpenAIServer, compare_command, tool_call_response
 
 MODEL_LATENCY_S = 4.0
@@ -44,12 +46,15 @@ def test_ctrl_c_stops_without_waiting_for_the_call_in_flight_and_resume_finishes
         assert 1 <= len(kept) < 4
 
         resumed = subprocess.run(
-            compare("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
+            compare_command("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
         )
     assert resumed.returncode == 0, resumed.stderr
     records = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(r["task_id"] for r in records) == ["BND001", "BND005", "BND009", "BND013"]
     assert json.loads((out / "manifest.json").read_text())["status"] == "completed"
+    # The call in flight at Ctrl-C was sent (and maybe paid for): the run's spend says so, apart from the results.
+    assert [(a.model_calls, a.in_flight_calls) for a in read_run(out).interrupted] == [(0, 1)]
+    assert "1 more call(s) were in flight when the run stopped" in (out / "summary.md").read_text()
 
 
 @pytest.mark.slow  # two real `compare` processes and a slow fake model: ~15 s
@@ -73,7 +78,7 @@ def test_sigterm_stops_with_exit_143_and_one_line_and_resume_finishes(tmp_path):
         assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
         assert not list(out.rglob("*.tmp"))
         resumed = subprocess.run(
-            compare("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
+            compare_command("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
         )
     assert resumed.returncode == 0, resumed.stderr
     records = [json.loads(line) for line in results.read_text().splitlines()]

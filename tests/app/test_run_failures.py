@@ -63,7 +63,11 @@ def test_a_full_disk_stops_the_run_with_74_and_resume_finishes_it(small_disk):
 
         filler.unlink()
         resumed = subprocess.run(
-            compare("--resume", "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "data_agent_compare.app", "--resume", "--out", str(out)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
