@@ -137,7 +137,11 @@ def markdown_table(table: ReportTable) -> list[str]:
 
 def markdown(report: Report, figure_files: dict[str, tuple[Path, Path]], out: Path) -> str:
     lines = [f"# {report.title}", "", *[f"- {line}" for line in report.headline], ""]
-    lines += [*[f"> {note}" for note in report.notes], "", *markdown_table(report.tables["overview"])]
+    notes = [
+        note.replace(" Click any number to see its tasks.", " report.html links every number to its tasks.")
+        for note in report.notes
+    ]
+    lines += [*[f"> - {note}" for note in notes], "", *markdown_table(report.tables["overview"])]
     if figure_files:
         lines += ["## Charts", ""]
         for figure in report.figures:
