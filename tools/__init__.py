@@ -15,18 +15,20 @@ Database runtimes live here too: PostgreSQL restores (`postgres.py`) and the Mon
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterable
 
 from ..compare.task import DataSourceKind, Task
 from ..compare.tool import Tool, ToolError, ToolSettings
 from .answer import AnswerTool
-from .documents import DocumentSearchTool
+from .documents import DocumentSearchTool, preload
 from .files import ListFilesTool, ReadFileTool
 from .frozen_search import frozen_search_tools
 from .python_sandbox import PythonTool
 from .sql import BACKENDS, Databases, SchemaTool, SqlTool
 
-__all__ = ["DEFAULT_TOOL_NAMES", "SQL_KINDS", "check_kinds", "default_tools", "offered"]
+__all__ = ["DEFAULT_TOOL_NAMES", "SQL_KINDS", "check_kinds", "default_tools", "offered", "prepare_tools"]
 
 DEFAULT_TOOL_NAMES = [
     "get_schema_info",
@@ -68,6 +70,21 @@ def default_tools(task: Task, settings: ToolSettings) -> list[Tool]:
             tool.close()
         raise
     return offered(task, tools)
+
+
+def prepare_tools(tasks: list[Task], settings: ToolSettings) -> dict[str, float]:
+    """Load, once and before any task's clock, what building the tasks' tools would load per task: each
+    document corpus's index and the embedding model. Returns the seconds spent, by what was loaded."""
+    start = time.perf_counter()
+    corpora = {}
+    for task in tasks:
+        documents = [s for s in task.data if s.kind == DataSourceKind.DOCUMENTS]
+        if documents and not task.unavailable and (task.tools is None or "search_documents" in task.tools):
+            corpora[(tuple(s.model_dump_json() for s in documents), task.data_dir)] = (documents, task.data_dir)
+    for documents, data_dir in corpora.values():
+        with contextlib.suppress(ToolError):  # a missing corpus is the task's `data_unavailable`, said there
+            preload(documents, settings, data_dir)
+    return {"search_documents (embedding model, document indexes)": time.perf_counter() - start} if corpora else {}
 
 
 def check_kinds(task: Task, supported: Iterable[DataSourceKind]) -> None:

