@@ -271,7 +271,7 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> lis
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     counting = {"infra_errors_as_failures": infra_errors_as_failures}
     rows = summarize(run.records, **counting)
-    extra = _benchmark_lines(run.manifest.benchmark, run.records) + _interrupted_lines(run)
+    extra = _benchmark_lines(run.manifest.benchmark, run.records) + _spend_lines(run)
     summary = markdown(rows, run.manifest, pairwise(run.records, **counting), run.records, extra, **counting)
     (run_dir / "summary.md").write_text(summary, encoding="utf-8")
     output.print(rich_table(rows))
@@ -279,20 +279,30 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> lis
     return run.records
 
 
-def _interrupted_lines(run: RunLog) -> list[str]:
-    """The spend of unit attempts that were interrupted before their record (calls.jsonl): paid for,
-    in no result, so said apart."""
-    if not run.interrupted:
-        return []
-    usage, calls = run.interrupted_usage(), sum(a.model_calls for a in run.interrupted)
-    in_flight = sum(a.in_flight_calls for a in run.interrupted)
-    unknown = f"; {in_flight} more call(s) were in flight when the run stopped (usage unknown)" if in_flight else ""
-    return [
-        "## Spent on interrupted units (not in the results)",
-        "",
-        f"- {len(run.interrupted)} attempt(s) stopped before their record, re-run by --resume: {calls} model call(s),"
-        f" {usage.input_tokens} input / {usage.output_tokens} output tokens, ${usage.cost_usd:.4f}{unknown}.",
-    ]
+def _spend_lines(run: RunLog) -> list[str]:
+    """What the records' costs leave out (calls.jsonl): calls no model answered (the cache, a replay),
+    and the spend of unit attempts interrupted before their record — paid for, in no result."""
+    lines = []
+    if run.cached_calls:
+        lines += [
+            "## Model calls answered without a model",
+            "",
+            f"- {run.cached_calls} of {run.journaled_calls} model call(s) were answered by the response cache or"
+            " a replay: they cost 0 here (each trace step keeps what the original call cost).",
+            "",
+        ]
+    if run.interrupted:
+        usage, calls = run.interrupted_usage(), sum(a.model_calls for a in run.interrupted)
+        in_flight = sum(a.in_flight_calls for a in run.interrupted)
+        unknown = f"; {in_flight} more call(s) were in flight when the run stopped (usage unknown)" if in_flight else ""
+        lines += [
+            "## Spent on interrupted units (not in the results)",
+            "",
+            f"- {len(run.interrupted)} attempt(s) stopped before their record, re-run by --resume: {calls} model"
+            f" call(s), {usage.input_tokens} input / {usage.output_tokens} output tokens,"
+            f" ${usage.cost_usd:.4f}{unknown}.",
+        ]
+    return lines
 
 
 def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:

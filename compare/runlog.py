@@ -176,6 +176,8 @@ class RunLog(BaseModel):
     records: list[ResultRecord]
     warnings: list[str] = Field(default_factory=list)  # lines that could not be read (their units re-run)
     interrupted: list[InterruptedSpend] = Field(default_factory=list)  # spend of attempts without a record
+    journaled_calls: int = 0  # model calls that finished, per calls.jsonl (0 for run logs without one)
+    cached_calls: int = 0  # of those, answered by the response cache or a replay (cost 0)
 
     def interrupted_usage(self) -> Usage:
         """Tokens and cost of interrupted attempts, summed (apart from the records' usage)."""
@@ -258,13 +260,15 @@ def read_run(run_dir: str | Path) -> RunLog:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     records, warnings = read_records(run_dir)
-    interrupted, journal_warnings = read_interrupted(run_dir, records)
+    journal = read_spend_journal(run_dir, records)
     return RunLog(
         run_dir=run_dir,
         manifest=manifest,
         records=records,
-        warnings=warnings + journal_warnings,
-        interrupted=interrupted,
+        warnings=warnings + journal.warnings,
+        interrupted=journal.interrupted,
+        journaled_calls=journal.calls,
+        cached_calls=journal.cached_calls,
     )
 
 
@@ -281,15 +285,24 @@ def _add_usage(total: Usage, usage: Usage) -> None:
         total.cost_source = "mixed"
 
 
-def read_interrupted(run_dir: Path, records: list[ResultRecord]) -> tuple[list[InterruptedSpend], list[str]]:
-    """The spend journal's attempts that no record finished, summed per attempt; warnings about lines
-    a crash cut (their call's usage is lost)."""
+class SpendJournal(BaseModel):
+    """What calls.jsonl says: the attempts no record finished (summed per attempt), how many model calls
+    finished in all and how many of those the cache or a replay answered, and the lines a crash cut."""
+
+    interrupted: list[InterruptedSpend] = Field(default_factory=list)
+    calls: int = 0
+    cached_calls: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+def read_spend_journal(run_dir: Path, records: list[ResultRecord]) -> SpendJournal:
     path = Path(run_dir) / CALLS_FILE
+    journal = SpendJournal()
     if not path.exists():
-        return [], []
+        return journal
     finished = {record.attempt for record in records if record.attempt}
     spent: dict[str, InterruptedSpend] = {}
-    warnings = []
+    warnings = journal.warnings
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -298,6 +311,8 @@ def read_interrupted(run_dir: Path, records: list[ResultRecord]) -> tuple[list[I
         except ValidationError:
             warnings.append(f"{path}:{number}: unreadable line (cut by a crash?); that call's usage is not counted")
             continue
+        journal.calls += 0 if call.in_flight else 1
+        journal.cached_calls += call.cached
         if call.attempt in finished:
             continue
         unit = call.model_dump(include={"attempt", "task_id", "system", "model", "epoch"})
@@ -305,7 +320,8 @@ def read_interrupted(run_dir: Path, records: list[ResultRecord]) -> tuple[list[I
         entry.model_calls += 0 if call.in_flight else 1
         entry.in_flight_calls += call.in_flight
         _add_usage(entry.usage, call.usage)
-    return list(spent.values()), warnings
+    journal.interrupted = list(spent.values())
+    return journal
 
 
 # ---------------------------------------------------------------- writing

@@ -127,6 +127,9 @@ def test_compare_replay_through_the_cli_with_the_model_server_gone(tmp_path):
     assert replayed.exit_code == 0, replayed.output
     assert comparable(read_run(again)) == comparable(read_run(out))
     assert all(r.usage.cost_usd == 0 for r in read_run(again).records)
+    calls = sum(r.model_calls for r in read_run(again).records)
+    summary = (again / "summary.md").read_text()
+    assert f"{calls} of {calls} model call(s) were answered by the response cache or a replay" in summary
 
 
 def test_a_run_without_request_keys_cannot_be_replayed(tmp_path):

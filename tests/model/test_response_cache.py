@@ -61,6 +61,7 @@ def test_a_cached_rerun_calls_no_model_costs_nothing_and_marks_every_call_with_t
     again = run(tmp_path, "again", model, tasks, tmp_path / "cache")
 
     assert paid == 4 and counting.calls == paid  # the second run asked the model nothing
+    assert (again.cached_calls, again.journaled_calls, first.cached_calls) == (4, 4, 0)
     before, after = {r.key: r for r in first.records}, {r.key: r for r in again.records}
     for key, original in before.items():
         cached = after[key]
