@@ -5,6 +5,8 @@
     scripted.py         a scripted test model (responses from a Python function)
     openai_protocol.py  OpenAI chat-completions JSON ⇄ the core's messages, both directions
     endpoint.py         the metered model served as an OpenAI-compatible endpoint on loopback
+    cache.py            every unit's provider wrapper: request keys, and the response cache (--cache)
+    replay.py           a recorded run's responses served again, with no model (--replay)
 
 Providers are registered by name in pyproject.toml (entry points `data_agent_compare.providers`).
 """
