@@ -21,7 +21,7 @@ import signal
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -35,9 +35,10 @@ from ..compare.runlog import ResultRecord, RunLog, RunLogError, read_records, re
 from ..compare.scorer import score
 from ..compare.system import SYSTEMS
 from ..compare.task import Task
-from ..reports import markdown, pairwise, rich_table, summarize
 from .config import ConfigError, load_model_table, load_plugins, load_run_config
-from .runner import RunPlan, RunWriteError, execute, plan_replay, plan_run, resumed_config
+
+if TYPE_CHECKING:
+    from .runner import RunPlan
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
 console = Console(stderr=True)
@@ -151,6 +152,8 @@ def main_command(
         "tools": {"unsafe_python": True} if unsafe_python else None,
         "cache": {"enabled": True} if cache else None,
     }
+    from .runner import plan_replay, plan_run, resumed_config  # the runner loads the tools: not for --help
+
     try:
         if resume or replay:
             _refuse_other_flags(ctx, "--replay" if replay else "--resume")
@@ -195,6 +198,8 @@ def _refuse_other_flags(ctx: typer.Context, mode: str) -> None:
 
 
 def _run(plan: RunPlan, resume: bool) -> int:
+    from .runner import RunWriteError, execute
+
     units = len(list(plan.units()))
     console.print(
         f"run: {len(plan.tasks)} tasks × {len(plan.systems)} systems × {len(plan.models)} models"
@@ -250,6 +255,8 @@ def _sandbox_warnings(plan: RunPlan) -> list[str]:
 def _stop(plan: RunPlan, stop: BaseException) -> None:
     """One line on how the run stopped and how to finish it; exit without joining threads that may
     still be inside a model call."""
+    from .runner import RunWriteError
+
     finish = f"results so far are in {plan.run_dir}. Finish with: compare --resume --out {plan.run_dir}"
     if isinstance(stop, RunWriteError):
         console.print(f"error: {stop}; {finish}", highlight=False, soft_wrap=True, markup=False)
@@ -263,6 +270,8 @@ def _stop(plan: RunPlan, stop: BaseException) -> None:
 
 
 def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> list[ResultRecord]:
+    from ..reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
+
     try:
         run = read_run(run_dir)
     except RunLogError as problem:

@@ -16,7 +16,6 @@ core never names a module above it.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import threading
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -122,6 +121,8 @@ def _origin_of(target: Any) -> str:
 
 
 def _discover(group: str, singular: str) -> dict[str, Entry]:
+    import importlib.metadata  # 0.07 s to import; entry points are read on a registry's first lookup only
+
     found: dict[str, Entry] = {}
     for point in importlib.metadata.entry_points(group=group):
         dist = point.dist.name if point.dist else "an unnamed distribution"

@@ -16,17 +16,17 @@ Database runtimes live here too: PostgreSQL restores (`postgres.py`) and the Mon
 from __future__ import annotations
 
 import contextlib
+import importlib
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from ..compare.task import DataSourceKind, Task
 from ..compare.tool import Tool, ToolError, ToolSettings
 from .answer import AnswerTool
-from .documents import DocumentSearchTool, preload
 from .files import ListFilesTool, ReadFileTool
 from .frozen_search import frozen_search_tools
 from .python_sandbox import PythonTool
-from .sql import BACKENDS, Databases, SchemaTool, SqlTool
 
 __all__ = ["DEFAULT_TOOL_NAMES", "SQL_KINDS", "check_kinds", "default_tools", "offered", "prepare_tools"]
 
@@ -40,21 +40,36 @@ DEFAULT_TOOL_NAMES = [
     "answer",
 ]
 
-SQL_KINDS = set(BACKENDS)  # a new backend in tools/sql.py makes its kind supported here
-SUPPORTED_KINDS = {*SQL_KINDS, DataSourceKind.DOCUMENTS, DataSourceKind.FILES}
+# The SQL engines (DuckDB, psycopg, sqlglot) and FAISS take ~0.7 s to import: their modules load on first
+# use (PEP 562), so that `compare --help` and the runner's import stay fast.
+LAZY = {"BACKENDS": ".sql", "Databases": ".sql", "SchemaTool": ".sql", "SqlTool": ".sql"}
+LAZY |= {"DocumentSearchTool": ".documents", "preload": ".documents"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SQL_KINDS":  # a new backend in tools/sql.py makes its kind supported here
+        return set(__getattr__("BACKENDS"))
+    if name == "SUPPORTED_KINDS":
+        return {*__getattr__("SQL_KINDS"), DataSourceKind.DOCUMENTS, DataSourceKind.FILES}
+    if name in LAZY:
+        return getattr(importlib.import_module(LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_tools(task: Task, settings: ToolSettings) -> list[Tool]:
     """The default tools the task's data calls for (module docstring). Raises ToolError when a data
     source is of a kind these tools cannot serve."""
-    check_kinds(task, SUPPORTED_KINDS)
+    from .documents import DocumentSearchTool
+    from .sql import BACKENDS, Databases, SchemaTool, SqlTool
+
+    check_kinds(task, {*BACKENDS, DataSourceKind.DOCUMENTS, DataSourceKind.FILES})
 
     def wanted(name: str) -> bool:
         return task.tools is None or name in task.tools or name == AnswerTool.name
 
     tools: list[Tool] = []
     try:
-        databases = [s for s in task.data if s.kind in SQL_KINDS]
+        databases = [s for s in task.data if s.kind in BACKENDS]
         if databases and (wanted("get_schema_info") or wanted("execute_sql")):
             shared = Databases(databases, settings, task.data_dir)
             tools += [SchemaTool(shared, settings), SqlTool(shared, settings)]
@@ -75,6 +90,8 @@ def default_tools(task: Task, settings: ToolSettings) -> list[Tool]:
 def prepare_tools(tasks: list[Task], settings: ToolSettings) -> dict[str, float]:
     """Load, once and before any task's clock, what building the tasks' tools would load per task: each
     document corpus's index and the embedding model. Returns the seconds spent, by what was loaded."""
+    from .documents import preload
+
     start = time.perf_counter()
     corpora = {}
     for task in tasks:
