@@ -502,3 +502,25 @@ def test_openrouter_base_url_comes_from_the_environment(
 
     assert metered(openrouter, config).generate(QUESTION).message.content == "ok"
     assert fake.requests[0].path == "/api/v1/chat/completions"
+
+
+def test_the_sdks_models_built_once_still_validate_strictly() -> None:
+    from openrouter import components
+    from openrouter.utils import serializers
+
+    import data_agent_compare.providers.openrouter  # noqa: F401 - installs the once-per-type models
+
+    complete = serializers.unmarshal_json(json.dumps(RECORDED["gpt5_tool_call"].body), components.ChatResult)
+    assert complete.usage.prompt_tokens_details.cached_tokens == 1280
+    with pytest.raises(ValueError, match="system_fingerprint"):  # pydantic's ValidationError, as without the cache
+        serializers.unmarshal_json(json.dumps(RECORDED["deepseek_text"].body), components.ChatResult)
+
+
+def test_prepare_warms_the_sdk_without_a_request(fake: FakeOpenAIServer, openrouter: OpenRouterProvider) -> None:
+    config = gpt5(fake.base_url)
+
+    openrouter.prepare(config)
+
+    assert fake.requests == []
+    fake.enqueue(text_response("ok"))
+    assert metered(openrouter, config).generate(QUESTION).message.content == "ok"
