@@ -109,19 +109,19 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 
 def deadline_client(**options: typing.Any) -> httpx.Client:
-    """A thread-safe httpx client whose requests obey `deadline(...)`; no timeouts of its own.
+    """A thread-safe httpx client whose requests obey `deadline(...)`; no timeouts of its own. Proxies
+    from the environment (HTTPS_PROXY, ...) are honoured as by any httpx client.
 
-    httpx has no public hook for the network backend: the transport's pool gets ours (httpx 0.28,
+    httpx has no public hook for the network backend: each transport's pool gets ours (httpx 0.28,
     httpcore 1.0; checked here so that a change fails loudly rather than losing the deadline)."""
-    # Keep every idle connection (they expire after 5 s idle): the pool then holds as many as the run has calls
-    # in flight, whatever `--concurrency`; a cap below that reconnects (a TLS handshake) on most calls above it.
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    transport = httpx.HTTPTransport(limits=limits)
-    pool = transport._pool
-    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
-        raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
-    pool._network_backend = _DeadlineBackend()
-    return httpx.Client(transport=transport, timeout=None, **options)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    client = httpx.Client(timeout=None, limits=limits, **options)
+    for transport in [client._transport, *(t for t in client._mounts.values() if t is not None)]:
+        pool = getattr(transport, "_pool", None)
+        if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
+            raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
+        pool._network_backend = _DeadlineBackend()
+    return client
 
 
 # ---------------------------------------------------------------- classifying failures

@@ -524,3 +524,19 @@ def test_prepare_warms_the_sdk_without_a_request(fake: FakeOpenAIServer, openrou
     assert fake.requests == []
     fake.enqueue(text_response("ok"))
     assert metered(openrouter, config).generate(QUESTION).message.content == "ok"
+
+
+def test_a_proxy_from_the_environment_is_used_and_keeps_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAIServer(default=fault_response("trickle")) as proxy:  # answers as the proxy, trickling
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/api/v1"))
+        monkeypatch.setenv("NO_PROXY", "")
+        provider = OpenAIHTTPProvider()  # reads the environment when its client is made
+        model = metered(provider, compatible("http://upstream.invalid/v1"), call_timeout_s=1.2)
+
+        start = time.perf_counter()
+        with pytest.raises(ModelError, match="timed out"):
+            model.generate(QUESTION)
+
+    assert time.perf_counter() - start < 2.0
+    assert proxy.requests[0].path == "http://upstream.invalid/v1/chat/completions"  # sent through the proxy
+    provider.close()
