@@ -172,6 +172,20 @@ def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_in_an_unin
             assert "Spent on interrupted units" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow  # three `compare` processes: ~15 s
+def test_killed_with_units_running_concurrently_then_resumed_every_unit_runs_once(tmp_path, setup):
+    baseline, out = tmp_path / "uninterrupted", tmp_path / "killed"
+    config = setup["config"]
+    config.write_text(config.read_text().replace("concurrency: 1", "concurrency: 3"))
+    assert compare("--config", str(config), "--out", str(baseline)).returncode == 0
+    killed = compare("--config", str(config), "--out", str(out), KILL_AT_CALL="7", MODEL_DELAY_S="0.2")
+    assert killed.returncode == -9, killed.stderr
+    resumed = compare("--resume", "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    units = lines_of(out)
+    assert len(units) == len(set(units)) == UNITS and outcome(out) == outcome(baseline)
+
+
 def lock_is_held(run_dir: Path) -> bool:
     path = run_dir / ".lock"
     if not path.exists():
@@ -185,13 +199,13 @@ def lock_is_held(run_dir: Path) -> bool:
         return False
 
 
-@pytest.mark.slow  # five `compare` processes: ~25 s
+@pytest.mark.slow  # five `compare` processes: ~35 s
 def test_a_second_process_is_refused_while_a_resume_runs_and_changes_are_refused(tmp_path, setup):
     out = tmp_path / "run"
     killed = compare("--config", str(setup["config"]), "--out", str(out), KILL_AT_CALL="3")
     assert killed.returncode == -9 and len(lines_of(out)) == 1
 
-    first = start("--resume", "--out", str(out), MODEL_DELAY_S="0.5")
+    first = start("--resume", "--out", str(out), MODEL_DELAY_S="1.5")  # 10 calls left: ~15 s to refuse in
     deadline = time.monotonic() + 60
     while not lock_is_held(out) and time.monotonic() < deadline:
         time.sleep(0.05)
