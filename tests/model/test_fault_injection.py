@@ -130,6 +130,12 @@ class FaultyServer:
         return response
 
 
+def bare_tasks(count: int) -> list[Task]:
+    """Bundled single-choice tasks without their data sources: nothing to load but the model calls."""
+    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:count]
+    return [task.model_copy(update={"data": []}) for task in tasks]
+
+
 def traces(run_dir: Path) -> list[Trace]:
     return [Trace.model_validate_json(path.read_text()) for path in sorted((run_dir / "traces").rglob("*.json"))]
 
@@ -141,7 +147,7 @@ def systems():
 
 
 def test_faults_are_retried_recorded_and_counted(tmp_path: Path, systems: list[str]) -> None:
-    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"]
+    tasks = bare_tasks(12)
     faulty = FaultyServer()
     with FakeOpenAIServer() as server:
         server.responder = faulty
@@ -182,7 +188,7 @@ def test_faults_are_retried_recorded_and_counted(tmp_path: Path, systems: list[s
 def test_a_provider_that_keeps_failing_ends_each_unit_with_an_explicit_infra_error(
     tmp_path: Path, systems: list[str]
 ) -> None:
-    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:2]
+    tasks = bare_tasks(2)
     with FakeOpenAIServer(default=fault_response("500")) as server:
         model = ModelConfig(alias="down", provider="openai-compatible", model_id="m", base_url=server.base_url)
         plan = make_plan(tmp_path, tasks, model, systems, NoTools(), concurrency=4, retries=POLICY)
@@ -196,3 +202,17 @@ def test_a_provider_that_keeps_failing_ends_each_unit_with_an_explicit_infra_err
     assert len(steps) == 4 and all(not step.success and step.attempts == POLICY.max_attempts for step in steps)
     assert sent == 4 * POLICY.max_attempts == sum(r.retries + r.model_calls for r in records)
     assert sum(r.provider_errors for r in records) == sent
+
+
+def test_a_trickling_server_cannot_keep_a_task_past_its_wall_time(tmp_path: Path, systems: list[str]) -> None:
+    """Before the hard deadline, a byte every 0.25 s kept a task with a 10 s budget for 119 s."""
+    (task,) = bare_tasks(1)
+    with FakeOpenAIServer(default=fault_response("trickle")) as server:
+        model = ModelConfig(alias="slow", provider="openai-compatible", model_id="m", base_url=server.base_url)
+        plan = make_plan(tmp_path, [task], model, systems[:1], NoTools(), budgets={"wall_time_s": 3})  # default policy
+        execute(plan)
+
+    (record,) = read_records(plan.run_dir)[0]
+    assert record.status == "time_limit" and 3.0 <= record.latency_s < 3.5
+    (step,) = traces(plan.run_dir)[0].model_calls
+    assert not step.success and step.attempts == 1 == len(server.requests) and step.duration_s < 3.2
