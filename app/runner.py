@@ -512,12 +512,14 @@ def _described(systems: dict[str, dict[str, Any]], name: str) -> dict[str, Any] 
 def manifest_differences(recorded: Manifest, current: Manifest) -> list[str]:
     """What a run directory's manifest and the run as it would start now disagree on: the suite
     version, the resolved configuration (the keys recorded), models, judge, systems (prompt hashes,
-    settings) and the task set (ids, and each task's content when recorded)."""
+    settings), how model-written Python runs, and the task set (ids, and each task's content when recorded)."""
     changed = []
     if recorded.suite_version != current.suite_version:
         changed.append(f"suite version: {recorded.suite_version!r} → {current.suite_version!r}")
     config = {k: v for k, v in recorded.config.items() if k != "out"}
     changed += _changes("config", config, current.config, recorded_keys_only=True)
+    if recorded.python_sandbox and recorded.python_sandbox != current.python_sandbox:  # e.g. bubblewrap gone
+        changed.append(f"python sandbox: {recorded.python_sandbox!r} → {current.python_sandbox!r}")
     old_models = {m.alias: m.model_dump(mode="json") for m in recorded.models}
     new_models = {m.alias: m.model_dump(mode="json") for m in current.models}
     for alias in old_models | new_models:

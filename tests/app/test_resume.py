@@ -53,6 +53,8 @@ def test_a_changed_model_prompt_or_task_is_refused_naming_what_changed(tmp_path,
     plan.models = [plan.models[0].model_copy(update={"model_id": "another-model", "base_url": "http://x:y@h/v1"})]
     plan.tasks = [plan.tasks[0].model_copy(update={"question": "Edited?"}), *plan.tasks[1:]]
     plan.systems["tool_use"].describe = lambda: {"name": "tool_use", "prompt_hash": "edited"}
+    recorded = json.loads((plan.run_dir / "manifest.json").read_text())
+    (plan.run_dir / "manifest.json").write_text(json.dumps({**recorded, "python_sandbox": "gone-since"}))
     with pytest.raises(ConfigError) as refused:
         execute(plan, resume=True)
     message = str(refused.value)
@@ -61,6 +63,7 @@ def test_a_changed_model_prompt_or_task_is_refused_naming_what_changed(tmp_path,
     assert "model 'scripted' base_url: None → 'http://x:***@h/v1'" in message  # never the password
     assert "system 'tool_use' prompt_hash: '" in message and "' → 'edited'" in message
     assert f"tasks whose content changed (question, data or gold): {plan.tasks[0].id}" in message
+    assert "python sandbox: 'gone-since' → " in message
     assert len(read_run(plan.run_dir).records) == 3  # nothing was run
 
 
