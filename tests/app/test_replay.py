@@ -135,3 +135,19 @@ def test_compare_replay_through_the_cli_with_the_model_server_gone(tmp_path):
 def test_a_run_without_request_keys_cannot_be_replayed(tmp_path):
     result = runner.invoke(app, ["--replay", str(tmp_path / "nothing-here")])
     assert result.exit_code == 2 and "cannot replay" in result.output and "not a run directory" in result.output
+
+
+def test_compare_cache_asks_the_model_server_once_for_two_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the default cache folder, here
+    answer = tool_call_response([("c1", "answer", '{"answer": "A"}')], usage_body=usage(100, 10, cost=0.002))
+    with FakeOpenAIServer(default=answer) as fake:
+        flags = ["--models", "openai-compatible:m", "--base-url", fake.base_url, "--task-ids", "BND001", "--cache"]
+        first = runner.invoke(app, [*flags, "--out", str(tmp_path / "first")])
+        asked = len(fake.requests)
+        second = runner.invoke(app, [*flags, "--out", str(tmp_path / "second")])
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    assert asked >= 1 and len(fake.requests) == asked  # the second run asked the server nothing
+    assert list((tmp_path / "xdg" / "data-agent-compare" / "responses").rglob("*.json"))
+    assert comparable(read_run(tmp_path / "second")) == comparable(read_run(tmp_path / "first"))
+    (record,) = read_run(tmp_path / "second").records
+    assert record.usage.cost_usd == 0 and read_run(tmp_path / "first").records[0].usage.cost_usd > 0
