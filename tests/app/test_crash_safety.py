@@ -140,7 +140,9 @@ def lines_of(run_dir: Path) -> list[tuple[str, int]]:
 
 
 @pytest.mark.slow  # nine `compare` processes: ~40 s
-def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_in_an_uninterrupted_run(tmp_path, setup):
+def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_uninterrupted_with_a_scripted_model(
+    tmp_path, setup
+):
     baseline = tmp_path / "uninterrupted"
     done = compare("--config", str(setup["config"]), "--out", str(baseline))
     assert done.returncode == 0, done.stderr
@@ -173,7 +175,9 @@ def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_in_an_unin
 
 
 @pytest.mark.slow  # three `compare` processes: ~15 s
-def test_killed_with_units_running_concurrently_then_resumed_every_unit_runs_once(tmp_path, setup):
+def test_killed_with_units_running_concurrently_then_resumed_every_unit_runs_once_with_a_scripted_model(
+    tmp_path, setup
+):
     baseline, out = tmp_path / "uninterrupted", tmp_path / "killed"
     config = setup["config"]
     config.write_text(config.read_text().replace("concurrency: 1", "concurrency: 3"))
@@ -200,7 +204,7 @@ def lock_is_held(run_dir: Path) -> bool:
 
 
 @pytest.mark.slow  # five `compare` processes: ~35 s
-def test_a_second_process_is_refused_while_a_resume_runs_and_changes_are_refused(tmp_path, setup):
+def test_a_second_process_is_refused_while_a_resume_runs_and_changes_are_refused_with_a_scripted_model(tmp_path, setup):
     out = tmp_path / "run"
     killed = compare("--config", str(setup["config"]), "--out", str(out), KILL_AT_CALL="3")
     assert killed.returncode == -9 and len(lines_of(out)) == 1

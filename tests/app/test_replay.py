@@ -83,7 +83,7 @@ def comparable(run: RunLog) -> dict:
     }
 
 
-def test_a_recorded_run_replays_to_identical_answers_and_scores_with_no_model_reachable(tmp_path):
+def test_a_run_recorded_with_a_scripted_model_replays_to_identical_answers_and_scores_with_no_model_reachable(tmp_path):
     with registered_system(HttpAsker):
         recorded = record(tmp_path)
         execute(plan_replay(str(recorded.run_dir), str(tmp_path / "replay")))
@@ -98,7 +98,7 @@ def test_a_recorded_run_replays_to_identical_answers_and_scores_with_no_model_re
     assert replayed.manifest.replay_of == str(recorded.run_dir) and replayed.manifest.status == "completed"
 
 
-def test_a_request_the_recording_never_saw_ends_its_unit_as_a_replay_miss(tmp_path, monkeypatch):
+def test_a_request_the_recording_never_saw_ends_its_unit_as_a_replay_miss_with_a_scripted_model(tmp_path, monkeypatch):
     with registered_system(HttpAsker):
         recorded = record(tmp_path)
         monkeypatch.setattr(HttpAsker, "prompt", "Answer with one letter, please.")  # a changed prompt

@@ -48,7 +48,7 @@ def test_resume_takes_no_flag_but_where_and_the_passwords_the_manifest_dropped(t
     assert "nothing to resume" in given_again.output
 
 
-def test_a_changed_model_prompt_or_task_is_refused_naming_what_changed(tmp_path, scripted_model):
+def test_a_changed_model_prompt_or_task_is_refused_naming_what_changed_with_a_scripted_model(tmp_path, scripted_model):
     plan = finished_plan(tmp_path, scripted_model(AnswerA()))
     plan.models = [plan.models[0].model_copy(update={"model_id": "another-model", "base_url": "http://x:y@h/v1"})]
     plan.tasks = [plan.tasks[0].model_copy(update={"question": "Edited?"}), *plan.tasks[1:]]
@@ -67,7 +67,7 @@ def test_a_changed_model_prompt_or_task_is_refused_naming_what_changed(tmp_path,
     assert len(read_run(plan.run_dir).records) == 3  # nothing was run
 
 
-def test_a_changed_alias_in_the_models_file_is_refused(tmp_path, scripted_model):
+def test_a_changed_alias_in_the_models_file_is_refused_with_a_scripted_model(tmp_path, scripted_model):
     scripted_model(AnswerA())
     models = tmp_path / "models.yaml"
     models.write_text("models:\n  scripted: {provider: scripted, model_id: scripted-v1}\n")
@@ -100,7 +100,7 @@ def test_a_changed_task_file_is_refused_naming_the_task(tmp_path):
     assert f"tasks whose content changed (question, data or gold): {record['task_id']}" in resumed.output
 
 
-def test_a_run_directory_held_by_another_process_is_refused(tmp_path, scripted_model):
+def test_a_run_directory_held_by_another_process_is_refused_with_a_scripted_model(tmp_path, scripted_model):
     model = AnswerA()
     plan = finished_plan(tmp_path, scripted_model(model))
     with RunDirLock(plan.run_dir), pytest.raises(RunDirBusy, match="is in use by another compare process"):
@@ -111,7 +111,7 @@ def test_a_run_directory_held_by_another_process_is_refused(tmp_path, scripted_m
     assert model.calls == 3
 
 
-def test_a_last_record_without_its_newline_is_kept_and_not_run_again(tmp_path, scripted_model):
+def test_a_last_record_without_its_newline_is_kept_and_not_run_again_with_a_scripted_model(tmp_path, scripted_model):
     model = AnswerA()
     plan = finished_plan(tmp_path, scripted_model(model))
     results = plan.run_dir / "results.jsonl"

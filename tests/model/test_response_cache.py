@@ -85,7 +85,9 @@ def test_each_epoch_keeps_its_own_cached_samples_with_the_scripted_model(tmp_pat
     assert {r.epoch: r.answer["choices"] for r in again.records} == answers and counting.calls == 4
 
 
-def test_the_cache_is_off_by_default_and_a_different_model_id_is_a_different_entry(tmp_path, scripted_model):
+def test_the_cache_is_off_by_default_and_a_different_model_id_is_a_different_entry_with_a_scripted_model(
+    tmp_path, scripted_model
+):
     counting = CountingModel()
     model = scripted_model(counting)
     plan = make_plan(tmp_path / "plain", choice_tasks(1), model, ["tool_use"])
