@@ -108,6 +108,7 @@ def response_of(step: ModelCallStep) -> ModelResponse:
         input_tokens=step.usage.input_tokens,
         output_tokens=step.usage.output_tokens,
         reasoning_tokens=step.usage.reasoning_tokens,
+        cached_tokens=step.usage.cached_tokens,
         cost_usd=0.0,
         cost_source="provider",  # not priced again by MeteredModel; `annotate` marks it "cached"
     )
