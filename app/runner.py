@@ -50,7 +50,7 @@ from ..compare.runlog import (
     redact_credentials,
 )
 from ..compare.scorer import score
-from ..compare.system import System, create_system, system_names
+from ..compare.system import System, create_system, prepare_systems, system_names
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.tool import FinalToolCall, ToolEnvironment
 from ..compare.trace import BudgetExceeded, Budgets, ModelCallStep, Step, Trace, TraceRecorder, utc_now
@@ -624,6 +624,9 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) ->
         done = {record.key for record in existing}
         pending = [u for u in plan.units() if u.key not in done]
         manifest.model_load_s = {} if plan.replay else _prepare_models(plan)  # a replay loads no model
+        # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
+        units = [(u.system, u.model, u.task) for u in pending]
+        prepare_systems(plan.systems, units, plan.config.tools, plan.run_dir, manifest.systems)
         _run_pending(plan, pending, writer, on_result, endpoint.open_session)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)

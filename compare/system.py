@@ -8,15 +8,27 @@ trace, so it never handles timing, tokens or cost itself.
 
 One instance runs many tasks, concurrently with `--concurrency`: keep per-task state in
 locals or a per-run object, never on `self`.
+
+`prepare(tasks, setup)` is an optional hook the runner calls once per system and model before any
+task's clock starts (`prepare_systems`): a system builds there what it reuses across tasks (a RAG
+system's entity graph), with model calls metered on traces of their own (`SystemSetup.metered`), so
+that cost is reported apart from every task's. What it returns goes into the manifest under
+`systems.<name>.indexing`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .model import MeteredModel, ModelConfig, RetrySettings, get_provider
 from .registry import Registry
 from .task import Answer, Task
+from .tool import ToolSettings
+from .trace import Budgets, Trace, TraceRecorder
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -37,6 +49,11 @@ class System(ABC):
         """What the manifest records about this system (prompt hashes, settings)."""
         return {"name": self.name, "kind": self.kind}
 
+    def prepare(self, tasks: list[Task], setup: SystemSetup) -> list[dict[str, Any]]:
+        """Build what the tasks share (an index) before their clocks start; one entry per thing built
+        or read from a cache (its model calls, tokens, seconds) for the manifest. Default: nothing."""
+        return []
+
     @classmethod
     def summary(cls) -> str:
         return cls.description or first_line(cls.__doc__)
@@ -53,6 +70,41 @@ def register_system(cls: type[System]) -> type[System]:
     """Class decorator: make `cls` available under `cls.name` (e.g. `--workflows my_system`)."""
     SYSTEMS.register(cls.name, cls)
     return cls
+
+
+@dataclass(frozen=True)
+class SystemSetup:
+    """What `System.prepare` gets for one model: the model, the tool settings (`cache_dir`) and the run
+    directory, and metered models whose calls land on a trace of their own, never on a task's."""
+
+    model: ModelConfig
+    tools: ToolSettings
+    run_dir: Path | None = None  # None: nothing is written (a system run outside the runner)
+
+    def metered(self, label: str, system: str, budgets: Budgets, retries: RetrySettings | None = None) -> MeteredModel:
+        """A metered model of this setup on a fresh trace (`model.recorder.trace`), its clock started."""
+        recorder = TraceRecorder(Trace(task_id=label, system=system, model=self.model.alias), budgets)
+        recorder.start()
+        provider = get_provider(self.model.provider)
+        return MeteredModel(self.model, provider, recorder, system=system, retries=retries)
+
+
+def prepare_systems(
+    systems: dict[str, System],
+    units: Iterable[tuple[str, ModelConfig, Task]],
+    tools: ToolSettings,
+    run_dir: Path,
+    described: dict[str, dict[str, Any]],
+) -> None:
+    """Call `prepare` of each system once per model with the tasks it is about to run (`units`: system
+    name, model, task), appending what it reports to `described[name]["indexing"]` (the manifest's)."""
+    work: dict[tuple[str, str], tuple[ModelConfig, list[Task]]] = {}
+    for name, model, task in units:
+        work.setdefault((name, model.alias), (model, []))[1].append(task.for_agent())  # gold stays out of reach
+    for (name, _), (model, tasks) in work.items():
+        built = systems[name].prepare(tasks, SystemSetup(model, tools, run_dir))
+        if built:
+            described.setdefault(name, {}).setdefault("indexing", []).extend(built)
 
 
 def create_system(name: str) -> System:
