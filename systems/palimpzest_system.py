@@ -60,6 +60,7 @@ from ..compare import (
     Task,
     prompt_hash,
 )
+from ..compare.model import ModelError
 from ..compare.task import DataSourceKind
 from ..compare.tool import SystemStep, ToolError
 from ..tools.documents import chunk_markdown, corpus_files
@@ -116,10 +117,18 @@ def installed_version(python: Path) -> str | None:
     return None
 
 
-def worker_environment(home: Path) -> dict[str, str]:
+def shipped_encodings(python: Path) -> Path | None:
+    """The tiktoken encodings litellm ships in that environment (else tiktoken downloads them)."""
+    pattern = "lib/python3*/site-packages/litellm/litellm_core_utils/tokenizers"
+    return next((folder for folder in python.parent.parent.glob(pattern) if folder.is_dir()), None)
+
+
+def worker_environment(home: Path, python: Path) -> dict[str, str]:
     """The worker's whole environment: no variable of ours (API keys included) reaches it. Every
-    switch keeps its libraries offline; the worker finds litellm's shipped tiktoken encodings itself."""
+    switch keeps its libraries offline."""
+    encodings = shipped_encodings(python)
     return {
+        **({"TIKTOKEN_CACHE_DIR": str(encodings)} if encodings else {}),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home),  # caches (chromadb, Hugging Face) land in the worker's folder
         "TMPDIR": str(home),
@@ -157,7 +166,7 @@ class WorkerProcess:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 cwd=self.folder,
-                env=worker_environment(self.folder),
+                env=worker_environment(self.folder, python),
                 text=True,
                 encoding="utf-8",
             )
@@ -292,7 +301,10 @@ def plan_schema(sql_parameters: dict[str, Any] | None, inputs: list[str]) -> dic
     properties: dict[str, Any] = {}
     if sql_parameters is not None:
         properties["query"] = sql_parameters
-    properties["operators"] = {"type": "array", "items": {"anyOf": operators}, "maxItems": MAX_OPERATORS}
+    # At least one operator: a plan without one would measure the planning workflow, not Palimpzest (and a
+    # schema-constrained small model otherwise always takes the shortcut of an empty list).
+    items = {"anyOf": operators}
+    properties["operators"] = {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_OPERATORS}
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
@@ -301,9 +313,9 @@ def read_plan(text: str | None) -> dict[str, Any]:
     try:
         plan = json.loads(text or "")
     except json.JSONDecodeError:
-        return {}
+        return {"operators": []}
     if not isinstance(plan, dict):
-        return {}
+        return {"operators": []}
     operators = [op for op in plan.get("operators") or [] if valid_operator(op)]
     return {**plan, "operators": operators[:MAX_OPERATORS]}
 
@@ -344,6 +356,20 @@ def render_rows(rows: list[dict[str, Any]], limit: int) -> str:
     return "\n".join(lines) if rows else "(no rows)"
 
 
+def raise_model_errors(done: dict[str, Any]) -> None:
+    """Palimpzest answers a failed model call with "no" (a filter drops the row) or an empty value: the
+    task must not go on from such output. A provider failure (5xx, no response) is the infrastructure's
+    (ModelError: `infra_error`); another refusal of the gateway is the system's."""
+    errors = done.get("model_errors") or []
+    if not errors:
+        return
+    first = errors[0]
+    message = f"{len(errors)} model calls of operator {done['operator']} failed (first: {first['error']})"
+    if first["status"] is None or first["status"] >= 500:
+        raise ModelError(message, status_code=first["status"])
+    raise WorkerError(message)
+
+
 # ---------------------------------------------------------------- the system
 
 
@@ -362,6 +388,7 @@ class PalimpzestSystem(System):
     def __init__(self, policy: str | None = None) -> None:
         self.policy = policy or type(self).policy
         self.network_attempts: list[str] = []  # refused by the worker's guard, over every task
+        self._attempts_lock = threading.Lock()
 
     @classmethod
     def pool(cls) -> WorkerPool:
@@ -401,13 +428,14 @@ class PalimpzestSystem(System):
             healthy = True
             return Answer(status=limit.status, error=str(limit))
         finally:
-            self.network_attempts += [a for a in worker.network_attempts if a not in self.network_attempts]
+            with self._attempts_lock:
+                self.network_attempts += [a for a in worker.network_attempts if a not in self.network_attempts]
             self.pool().release(worker, healthy=healthy)
 
     def _run(self, task: Task, ctx: RunContext, worker: WorkerProcess) -> Answer:
         documents = document_chunks(task)
         plan = self._plan(ctx, has_documents=bool(documents))
-        records, notes = self._fetch(ctx, plan)
+        records, notes, truncated = self._fetch(ctx, plan)
         results = {"records": records, "documents": documents}
         touched: set[str] = set()
         workdir = Path(tempfile.mkdtemp(prefix="task-", dir=worker.folder))
@@ -419,10 +447,11 @@ class PalimpzestSystem(System):
                 worker.request({**load, "datasets": results}, self._timeout(ctx))
                 for index, op in enumerate(plan["operators"]):
                     ctx.check_budget()
-                    self._refuse_if_too_many(ctx, op, len(results[op["input"]]))
-                    done = self._operator(ctx, worker, index, op, workdir)
+                    cut = truncated and op["input"] == "records"
+                    done = self._operator(ctx, worker, index, op, (len(results[op["input"]]), cut), workdir)
                     if ctx.budget_stop is not None:
                         raise ctx.budget_stop
+                    raise_model_errors(done)
                     if done["success"]:
                         results[op["input"]] = done["rows"]
                         touched.add(op["input"])
@@ -449,19 +478,20 @@ class PalimpzestSystem(System):
         reply = ctx.generate(messages, response_schema=plan_schema(sql[0].parameters if sql else None, inputs))
         return read_plan(reply.message.content)
 
-    def _fetch(self, ctx: RunContext, plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-        """Every row the plan's SQL returns within the environment's caps, and notes for the answer model."""
+    def _fetch(self, ctx: RunContext, plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], bool]:
+        """Every row the plan's SQL returns within the environment's caps, notes for the answer model, and
+        whether a cap cut the result."""
         query = plan.get("query")
         if not isinstance(query, dict) or not query.get("sql"):
-            return [], ["no SQL query was run"]
+            return [], ["no SQL query was run"], False
         result = ctx.call_tool("execute_sql", query)
         if not result.success:
-            return [], [f"the SQL query failed: {result.error}"]
+            return [], [f"the SQL query failed: {result.error}"], False
         columns, rows = result.data["columns"], result.data["rows"]
         notes = [f"SQL: {query['sql']}"]
         if result.truncated:
             notes.append(f"the SQL result was cut by the environment's row/byte caps at {len(rows)} rows")
-        return [dict(zip(columns, row, strict=True)) for row in rows], notes
+        return [dict(zip(columns, row, strict=True)) for row in rows], notes, result.truncated
 
     def _refuse_if_too_many(self, ctx: RunContext, op: dict[str, Any], items: int) -> None:
         """An operator makes at least one model call per item, whatever implementation the optimizer picks:
@@ -476,11 +506,20 @@ class PalimpzestSystem(System):
             raise recorder.refuse("max_steps", detail)
 
     def _operator(
-        self, ctx: RunContext, worker: WorkerProcess, index: int, op: dict[str, Any], workdir: Path
+        self,
+        ctx: RunContext,
+        worker: WorkerProcess,
+        index: int,
+        op: dict[str, Any],
+        size: tuple[int, bool],
+        workdir: Path,
     ) -> dict[str, Any]:
-        """One operator as one worker request, traced as a tool call of the operator's name."""
+        """One operator as one worker request, traced as a tool call of the operator's name; `size` is its
+        number of items and whether a cap cut them. One refused before it starts is in the trace too."""
         arguments = {key: op[key] for key in ("input", "instruction", "column") if key in op}
-        with ctx.tool_step(op["operator"], {**arguments, "policy": self.policy}) as step:
+        arguments |= {"items": size[0], "truncated": size[1], "policy": self.policy}
+        with ctx.tool_step(op["operator"], arguments) as step:
+            self._refuse_if_too_many(ctx, op, size[0])
             request = {"type": "operator", "index": index, **op}
             done = worker.request(request, self._timeout(ctx))
             self._report(step, done, workdir)
@@ -489,13 +528,15 @@ class PalimpzestSystem(System):
     def _report(self, step: SystemStep, done: dict[str, Any], workdir: Path) -> None:
         parse_errors = len(list((workdir / "parse-answer-errors").glob("*")))
         physical = next((line.split("->")[1].strip() for line in done.get("plan", "").splitlines() if "->" in line), "")
-        failed = len(done["model_errors"])
-        counts = f"{done['model_calls']} model calls" + (f" ({failed} failed)" if failed else "")
+        errors = done["model_errors"]
+        counts = f"{done['model_calls']} model calls" + (f" ({len(errors)} failed)" if errors else "")
         counts += f", {parse_errors} answers palimpzest could not parse" if parse_errors else ""
         kept = f"{done['rows_out']} of {done['rows_in']} {done['input']} out"
         step.content = f"{kept}; {counts}; {physical or 'no operator'}"
         if done["budget_refused"]:
             step.fail(f"a budget ran out: {done['budget_refused']}")
+        elif errors:
+            step.fail(f"{len(errors)} model calls failed: {errors[0]['error']}")
         elif not done["success"]:
             step.fail(done["error"] or "failed")
 

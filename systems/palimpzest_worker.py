@@ -20,7 +20,7 @@ is sent to stderr, which the adapter keeps in a log file.
        "input": "records" | "documents", "instruction": TEXT, "column": NAME (sem_map only)}
     ← {"type": "operator_done", "index": I, "operator": ..., "input": ..., "success": bool,
        "error": TEXT | null, "budget_refused": TEXT | null, "rows_in": N, "rows_out": K,
-       "rows": [{column: value}, ...], "model_calls": C, "model_errors": [TEXT, ...],
+       "rows": [{column: value}, ...], "model_calls": C, "model_errors": [{"status": CODE, "error": TEXT}],
        "plan": TEXT, "duration_s": S}
 
     any request the worker cannot serve ← {"type": "error", "error": TEXT}
@@ -40,7 +40,9 @@ whatever the request names): palimpzest 0.9.0's `api_base` setting is broken.
 Budgets: palimpzest turns a failed model call into an empty answer (a filter then drops the row). A
 call the gateway refuses with HTTP 402 (a budget ran out) is instead raised past palimpzest as
 `BudgetRefused`, a BaseException, and ends the operator with "budget_refused" set; later calls are
-refused at once without reaching the gateway. Other failed calls are counted in "model_errors".
+refused at once without reaching the gateway. Other failed calls are listed in "model_errors" (with the
+HTTP status, null when there was no response): palimpzest would have dropped their rows silently, so
+the adapter fails the task instead.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ class MeteredCalls:
     def __init__(self, litellm: Any) -> None:
         self.real = litellm.completion
         self.calls = 0
-        self.errors: list[str] = []
+        self.errors: list[dict[str, Any]] = []
         self.refused: str | None = None
         litellm.completion = self
 
@@ -160,7 +162,8 @@ class MeteredCalls:
             if getattr(failure, "status_code", None) == 402:
                 self.refused = f"{type(failure).__name__}: {failure}"
                 raise BudgetRefused(self.refused) from failure
-            self.errors.append(f"{type(failure).__name__}: {str(failure)[:300]}")
+            status = getattr(failure, "status_code", None)
+            self.errors.append({"status": status, "error": f"{type(failure).__name__}: {str(failure)[:300]}"})
             raise
 
 

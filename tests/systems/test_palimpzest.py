@@ -6,23 +6,31 @@ Tests that need the environment skip without it, except in CI, where `setup.sh` 
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from data_agent_compare.app.config import load_model_table
 from data_agent_compare.compare import SYSTEMS, create_system
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
+from data_agent_compare.compare.model import CallContext, Message, ModelError, ModelRequest
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.palimpzest_system import (
     PYTHON_VARIABLE,
     PalimpzestSystem,
     document_chunks,
     refusal,
+    worker_environment,
     worker_python,
 )
 
 from helpers import ROOT, load_tasks, no_network, run_task
 
+# The embedded model, slow on a shared CPU: few rows, so that an operator on the SQL result fits the steps.
+EMBEDDED = {
+    "budgets": {"max_steps": 8, "wall_time_s": 1800},
+    "retries": {"attempt_timeout_s": 1200, "call_timeout_s": 1500},
+    "tools": {"sql_max_rows": 3},
+}
 STORES_SQL = 'SELECT "City Name", "State", "Type" FROM "Store Locations" ORDER BY "StoreID" LIMIT 40'
 PLAN = {
     "query": {"sql": STORES_SQL},
@@ -114,6 +122,11 @@ def test_palimpzest_worker_with_scripted_model_receives_every_row_and_its_calls_
     ]
     operators = [s for s in steps(trace, "tool_call") if s["tool"].startswith("sem_")]
     assert all(s["success"] and s["duration_s"] > 0 and s["arguments"]["policy"] == "max_quality" for s in operators)
+    assert [(s["arguments"]["items"], s["arguments"]["truncated"]) for s in operators] == [
+        (40, False),
+        (len(cities), False),
+        (len(chunks), False),
+    ]
     assert operators[0]["result_summary"].startswith(f"{len(cities)} of 40 records out; 40 model calls")
     assert operators[1]["result_summary"].startswith(f"{len(cities)} of {len(cities)} records out")
     starred = [c for c in chunks if "star store" in c["text"].lower() or "star store" in c["heading"].lower()]
@@ -159,7 +172,50 @@ def test_palimpzest_with_scripted_model_does_not_start_an_operator_that_cannot_f
 
     assert record["status"] == "max_steps" and "needs at least 40 model calls" in record["error"]
     assert model.filter_prompts == [] and record["model_calls"] == 1  # the plan only
-    assert [s["tool"] for s in steps(trace, "tool_call")] == ["get_schema_info", "execute_sql"]
+    assert [s["tool"] for s in steps(trace, "tool_call")] == ["get_schema_info", "execute_sql", "sem_filter"]
+    refused = steps(trace, "tool_call")[-1]  # in the trace, refused before it started
+    assert not refused["success"] and "needs at least 40" in refused["error"] and refused["arguments"]["items"] == 40
+
+
+class FailingProvider(ScriptedPalimpzest):
+    """The provider fails (after its retries) on the third filter prompt."""
+
+    def __call__(self, request: ModelRequest, context: CallContext) -> Message:
+        if "FILTER CONDITION" in prompt_text(request) and len(self.filter_prompts) == 2:
+            self.filter_prompts.append("failed")
+            raise ModelError("provider unavailable", status_code=503)
+        return super().__call__(request, context)
+
+
+def test_palimpzest_with_scripted_model_ends_in_infra_error_when_the_provider_fails_under_the_worker(
+    tmp_path, scripted_model
+):
+    """Palimpzest answers a failed call with "no": the task must not go on from rows dropped that way."""
+    needs_environment()
+    budgets = {"max_steps": 500, "max_tokens": 10_000_000}
+    record, trace, _ = run_task(
+        tmp_path, scripted_model(FailingProvider()), stores_task(), "palimpzest", budgets=budgets
+    )
+
+    assert record["status"] == "infra_error", record["error"]
+    assert "1 model calls of operator sem_filter failed" in record["error"]
+    operator = next(s for s in steps(trace, "tool_call") if s["tool"] == "sem_filter")
+    assert not operator["success"] and "1 model calls failed" in operator["error"]
+    assert [c["success"] for c in steps(trace, "model_call")].count(False) == 1
+    assert "answer" not in [s["tool"] for s in steps(trace, "tool_call")]
+
+
+def test_palimpzest_worker_environment_is_its_own_offline_and_without_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-users-own")
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-users-own")
+    environment = worker_environment(tmp_path, worker_python())
+
+    assert not [name for name in environment if "KEY" in name or "TOKEN" in name.split("_")]
+    assert "sk-" not in json.dumps(environment)
+    assert environment["HOME"] == str(tmp_path) and environment["DAC_WORKER_NETWORK_GUARD"] == "1"
+    assert environment["LITELLM_LOCAL_MODEL_COST_MAP"] == "True" and environment["HF_HUB_OFFLINE"] == "1"
+    if refusal(worker_python()) is None:  # litellm's encodings of that environment, so tiktoken downloads nothing
+        assert Path(environment["TIKTOKEN_CACHE_DIR"], "9b5ad71b2ce5302211f9c61530b329a4922fc6a4").is_file()
 
 
 def test_palimpzest_refuses_without_its_environment_and_names_the_fix(tmp_path, scripted_model, monkeypatch):
@@ -182,12 +238,16 @@ def test_palimpzest_end_to_end_with_the_embedded_model_offline(tmp_path):
     the trace, model calls metered, and no network attempt by this process or by the worker."""
     needs_environment()
     system = PalimpzestSystem()
+    local = load_model_table()["local"]
     with no_network() as attempts:
-        record, trace, _ = run_task(tmp_path, load_model_table()["local"], stores_task(), "palimpzest", system)
+        record, trace, _ = run_task(tmp_path, local, stores_task(), "palimpzest", system, **EMBEDDED)
 
     assert record["status"] in {"completed", "no_answer", "max_steps", "max_tokens", "time_limit"}, record["error"]
     assert attempts == [] and system.network_attempts == []
-    assert record["model_calls"] >= 1 and record["usage"]["input_tokens"] > 0
-    assert [s for s in steps(trace, "model_call") if s["via_http"]], "no model call of the worker was metered"
+    calls = steps(trace, "model_call")
+    assert calls and all(c["provider"] == "local" and c["usage"]["input_tokens"] > 0 for c in calls)
+    assert record["model_calls"] == len(calls) and record["usage"]["input_tokens"] > 0
     operators = [s for s in steps(trace, "tool_call") if s["tool"] in ("sem_filter", "sem_map")]
-    assert operators, "the plan ran no operator"
+    assert operators, [s["tool"] for s in steps(trace, "tool_call")]
+    ran = [s for s in operators if s["success"] and s["arguments"]["items"] > 0]
+    assert not ran or any(c["via_http"] for c in calls), "an operator ran, yet no model call of the worker"
