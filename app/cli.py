@@ -152,15 +152,16 @@ def main_command(
         "tools": {"unsafe_python": True} if unsafe_python else None,
         "cache": {"enabled": True} if cache else None,
     }
-    from .runner import plan_replay, plan_run, resumed_config  # the runner loads the tools: not for --help
+    from .runner import plan_replay, plan_run, replayed_run, resumed_config  # loads the tools: not for --help
 
     try:
         if resume or replay:
             _refuse_other_flags(ctx, "--replay" if replay else "--resume")
         if resume and not out:
             raise ConfigError("--resume needs --out DIR (the run directory to finish)")
-        if replay:
-            plan = plan_replay(replay, out, postgres_url=postgres_url)
+        source = replay or (replayed_run(out) if resume and out else None)  # resuming a replay replays
+        if source:
+            plan = plan_replay(source, out, postgres_url=postgres_url)
         else:
             if resume and out:
                 run_config = resumed_config(out, postgres_url=postgres_url, base_url=base_url)

@@ -561,6 +561,15 @@ def check_resumable(run_dir: Path, recorded: Manifest, current: Manifest) -> Non
         )
 
 
+def replayed_run(out: str) -> str | None:
+    """The run a run directory replays (`compare --replay`), so that resuming it replays too; None for a
+    run of models (or no readable manifest: `resumed_config` says why)."""
+    try:
+        return read_manifest(Path(out)).replay_of
+    except RunLogError:
+        return None
+
+
 def resumed_config(out: str, **given: str | None) -> RunConfig:
     """The configuration recorded in the run's manifest. URLs whose passwords the manifest redacted
     (`postgres_url`, `base_url`) must be given again (`given`)."""

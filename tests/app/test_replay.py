@@ -127,7 +127,14 @@ def test_compare_replay_through_the_cli_with_the_model_server_gone(tmp_path):
     assert replayed.exit_code == 0, replayed.output
     assert comparable(read_run(again)) == comparable(read_run(out))
     assert all(r.usage.cost_usd == 0 for r in read_run(again).records)
-    calls = sum(r.model_calls for r in read_run(again).records)
+    results = again / "results.jsonl"
+    results.write_text(results.read_text().splitlines(keepends=True)[0])  # as if the replay had been stopped
+    resumed = runner.invoke(app, ["--resume", "--out", str(again)])  # goes on replaying, with no model
+    assert resumed.exit_code == 0, resumed.output
+    assert comparable(read_run(again)) == comparable(read_run(out))
+    replayed = read_run(again)  # the journal also has the calls of the replayed units whose records were dropped
+    assert replayed.cached_calls == replayed.journaled_calls > sum(r.model_calls for r in replayed.records)
+    calls = replayed.cached_calls
     summary = (again / "summary.md").read_text()
     assert f"{calls} of {calls} model call(s) were answered by the response cache or a replay" in summary
 
