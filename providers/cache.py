@@ -29,6 +29,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..compare.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
 from ..compare.runlog import redact_credentials
@@ -118,11 +119,12 @@ def response_of(step: ModelCallStep) -> ModelResponse:
     )
 
 
-def cached_mark(source: str, key: str, step: ModelCallStep) -> CachedCall:
+def cached_mark(source: Literal["cache", "replay"], key: str, step: ModelCallStep) -> CachedCall:
+    """The mark of a call answered by `step` instead of a model, keeping what the model's call cost."""
     original = step.cached  # a cached call of a cached call still points at what the model cost
     cost = original.original_cost_usd if original else step.usage.cost_usd
     cost_source = original.original_cost_source if original else step.usage.cost_source
-    return CachedCall(source=source, key=key, original_cost_usd=cost, original_cost_source=cost_source)  # type: ignore[arg-type]
+    return CachedCall(source=source, key=key, original_cost_usd=cost, original_cost_source=cost_source)
 
 
 def _same_call(response: ModelResponse | None, step: ModelCallStep) -> bool:
