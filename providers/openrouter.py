@@ -134,6 +134,9 @@ class OpenRouterProvider(ModelProvider):
             raise transport_error(error, key) from None
         except sdk_errors.NoResponseError as error:
             raise ModelError(f"no response: {error}", retryable=True, kind="connection") from None
+        except (TypeError, ValueError) as error:  # the SDK refused the request itself (an unknown or bad param)
+            message = f"model {config.alias!r}: the OpenRouter SDK refused the request: {str(error).splitlines()[0]}"
+            raise ModelError(redact(message, key), attempts=0) from None  # attempts 0: nothing was sent
         if not isinstance(result, components.ChatResult):
             raise malformed(f"unexpected result {type(result).__name__}")
         return _response(result)

@@ -540,3 +540,14 @@ def test_a_proxy_from_the_environment_is_used_and_keeps_the_deadline(monkeypatch
     assert time.perf_counter() - start < 2.0
     assert proxy.requests[0].path == "http://upstream.invalid/v1/chat/completions"  # sent through the proxy
     provider.close()
+
+
+def test_a_misspelt_provider_param_fails_once_without_a_request(
+    fake: FakeOpenAIServer, openrouter: OpenRouterProvider
+) -> None:
+    config = gpt5(fake.base_url).model_copy(update={"params": {"temprature": 0.2}})
+
+    with pytest.raises(ModelError, match="temprature") as raised:
+        metered(openrouter, config).generate(QUESTION)
+
+    assert raised.value.attempts == 0 and not raised.value.retryable and fake.requests == []  # nothing was sent
