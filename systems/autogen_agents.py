@@ -101,6 +101,7 @@ class AutoGenSystem(FrameworkSystem):
     """Base of AutoGen systems: override `build_agent` to run your own agent or team."""
 
     framework_packages: ClassVar[tuple[str, ...]] = ("autogen-agentchat", "autogen-core", "autogen-ext")
+    framework_modules = ("autogen_agentchat.agents", "autogen_agentchat.teams", "autogen_ext.models.openai")
 
     def framework_versions(self) -> dict[str, str]:
         return distribution_versions(*self.framework_packages)

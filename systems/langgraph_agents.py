@@ -90,6 +90,7 @@ class LangGraphSystem(FrameworkSystem):
     """Base of LangGraph/LangChain systems: override `build_graph` to run your own graph."""
 
     framework_packages: ClassVar[tuple[str, ...]] = ("langgraph", "langchain", "langchain-core", "langchain-openai")
+    framework_modules = ("langchain.agents", "langchain_openai", "langgraph.graph")
 
     def framework_versions(self) -> dict[str, str]:
         return distribution_versions(*self.framework_packages)

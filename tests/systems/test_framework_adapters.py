@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,9 @@ def test_scripted_tool_sequence_is_traced_exactly_and_the_answer_is_read(tmp_pat
     phases = {s["tool"]: s["phase"] for s in trace["steps"] if s["kind"] == "tool_call"}
     assert phases["answer"] == "generate" and phases[expected_tools[1]] == "execute"
     assert manifest["systems"][system]["kind"] == "framework" and manifest["systems"][system]["framework"]
+    if system == "llamaindex_rag_sql":  # its vector index is built before the task's clock, and listed
+        (index,) = manifest["systems"][system]["indexing"]
+        assert index["documents"] > 0 and index["model_calls"] == 0
     assert attempts == []
 
 
@@ -167,6 +171,20 @@ def test_scripted_model_that_never_answers_is_stopped_by_the_token_budget(tmp_pa
     record, _, _ = run_task(tmp_path, scripted_model(never_answers), task, system, budgets={"max_tokens": 1500})
 
     assert record["status"] == "max_tokens", record["error"]
+
+
+@pytest.mark.parametrize("system", ["langgraph_react", "autogen_assistant", "llamaindex_agent"])
+def test_scripted_slow_model_that_never_answers_is_stopped_by_the_wall_time_budget(tmp_path, scripted_model, system):
+    def slow(request: ModelRequest, context: CallContext) -> Message:
+        time.sleep(0.3)  # test-only latency of the scripted model
+        return never_answers(request, context)
+
+    task = bundled_task(QuestionType.SINGLE_CHOICE)
+    budgets = {"wall_time_s": 1.0, "max_steps": 50}
+    record, _, _ = run_task(tmp_path, scripted_model(slow), task, system, budgets=budgets)
+
+    assert record["status"] == "time_limit", record["error"]
+    assert 2 <= record["model_calls"] <= 6 and record["latency_s"] < 5
 
 
 @pytest.mark.slow
