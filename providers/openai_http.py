@@ -67,7 +67,7 @@ def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | 
         code = error["code"]  # OpenRouter: the upstream failure's code, inside a 200 reply
         raise status_error(code, f"HTTP 200, error {code}: {redact(error_message(error, content), key)}")
     if status == 200:
-        raise malformed("empty body" if not content else f"not JSON: {content[:200]!r}")
+        raise malformed("empty body" if not content else redact(f"not JSON: {content[:200]!r}", key))
     text = f"HTTP {status}: {redact(error_message(error, content), key)}"
     raise status_error(status, text, retry_after_s(headers))
 

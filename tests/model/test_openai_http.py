@@ -32,6 +32,7 @@ from helpers import (
     RECORDED,
     SQL_TOOL,
     FakeOpenAIServer,
+    FakeResponse,
     error_in_body,
     error_response,
     fault_response,
@@ -551,3 +552,16 @@ def test_a_misspelt_provider_param_fails_once_without_a_request(
         metered(openrouter, config).generate(QUESTION)
 
     assert raised.value.attempts == 0 and not raised.value.retryable and fake.requests == []  # nothing was sent
+
+
+def test_a_garbled_reply_echoing_the_key_never_puts_it_in_the_trace(
+    fake: FakeOpenAIServer, openrouter: OpenRouterProvider
+) -> None:
+    fake.enqueue(FakeResponse(f"<html>proxy error for Bearer {KEY}"), text_response("ok"))
+    model = metered(openrouter, gpt5(fake.base_url))
+
+    model.generate(QUESTION)
+
+    (failed,) = model.recorder.trace.model_calls[0].failed_attempts
+    assert failed.kind == "malformed" and "[redacted]" in failed.error
+    assert KEY not in model.recorder.trace.model_dump_json()
