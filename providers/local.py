@@ -33,6 +33,7 @@ DEFAULT_MAX_OUTPUT_TOKENS = 256
 MAX_STRING_CHARS = 200  # grammar caps on generated strings and arrays keep a rambling base model short
 MIN_CLOSING_TOKENS = 16  # the last quarter of the budget (at least this) is spent closing the JSON
 MAX_ARRAY_ITEMS = 16
+LIKELIEST_CHECKED = 256  # greedy decoding checks these tokens against the grammar before the whole vocabulary
 ASSISTANT_CUE = "Assistant:"
 STOP_SEQUENCES = ["\nUser:", "\nAssistant:", "\nTool result"]
 ELIDED = "[older tool result removed to fit the context window]"
@@ -193,10 +194,12 @@ class ConstrainedLlama(llama_cpp.Llama):
 
     Grammar first-pass: llama-cpp-python's grammar sampler checks every token of the
     vocabulary (262k for Gemma 3) at every step, ~50 ms a token here. Like llama.cpp's
-    own common sampler, we pick a token first and only filter the whole vocabulary when
-    the grammar rejects it. Closing: near the end of the token budget we steer to tokens
-    that close strings, arrays and objects, so a rambling base model still yields
-    complete JSON instead of a truncated one.
+    own common sampler, we pick a token first and only filter more when the grammar
+    rejects it: greedily, the likeliest `LIKELIEST_CHECKED` tokens, whose best allowed
+    token is the whole vocabulary's when its logit is above theirs (the same token, at a
+    tenth of the cost); the whole vocabulary otherwise, and when sampling. Closing: near
+    the end of the token budget we steer to tokens that close strings, arrays and
+    objects, so a rambling base model still yields complete JSON instead of a truncated one.
     """
 
     _grammar_sampler: Any = None  # a llama_sampler* while a constrained completion runs
@@ -229,6 +232,8 @@ class ConstrainedLlama(llama_cpp.Llama):
         logits = np.ctypeslib.as_array(self._ctx.get_logits_ith(row), shape=(self._n_vocab,)).copy()
         closing = self._sampled >= self._close_after
         token = self._cheap_choice(logits, closing)
+        if token is None and (closing or self._temperature <= 0):
+            token = self._likeliest_allowed(logits)
         if token is None:
             allowed = self._filter(np.arange(self._n_vocab), logits)
             if not np.isfinite(allowed.max()):
@@ -249,6 +254,16 @@ class ConstrainedLlama(llama_cpp.Llama):
         if np.isfinite(checked[:-1]).any():
             return int(candidates[np.argmax(checked[:-1])])
         return int(candidates[-1]) if np.isfinite(checked[-1]) else None
+
+    def _likeliest_allowed(self, logits: np.ndarray) -> int | None:
+        """`argmax` of the grammar-filtered logits, from the likeliest tokens only; None when it may lie
+        outside them (no allowed token there, or the best allowed logit ties with the least likely)."""
+        top = np.argpartition(logits, -LIKELIEST_CHECKED)[-LIKELIEST_CHECKED:]
+        checked = self._filter(top, logits)
+        best = checked.max()
+        if not np.isfinite(best) or best <= logits[top].min():
+            return None
+        return int(top[checked == best].min())  # np.argmax's choice among equal logits: the first
 
     def _pick(self, logits: np.ndarray) -> int:
         """Greedy at temperature 0, else a seeded draw from the 40 most likely tokens."""
