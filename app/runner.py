@@ -58,6 +58,7 @@ from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.cache import CachingProvider, KeyedProvider, ResponseCache, default_cache_dir
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog, ReplayProvider
+from ..tools import prepare_tools
 from ..tools.python_sandbox import sandbox_mode
 from .config import ConfigError, RunConfig, load_plugins, missing_api_keys, resolve_models
 
@@ -633,6 +634,7 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) ->
         done = {record.key for record in existing}
         pending = [u for u in plan.units() if u.key not in done]
         manifest.model_load_s = {} if plan.replay else _prepare_models(plan)  # a replay loads no model
+        manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools)  # the embedding model, indexes
         # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
         units = [(u.system, u.model, u.task) for u in pending]
         prepare_systems(plan.systems, units, plan.config.tools, plan.run_dir, manifest.systems)
