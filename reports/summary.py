@@ -221,7 +221,7 @@ COLUMNS = [
     ("infra errors", lambda r: str(r.infra_errors)),
     ("unavailable", lambda r: str(r.unavailable)),
     ("budget stops", lambda r: str(r.stopped_by_budget)),
-    ("retries / provider errors / backoff s", lambda r: f"{r.retries} / {r.provider_errors} / {r.backoff_s:.1f}"),
+    ("total retries / provider errors / backoff s", lambda r: f"{r.retries} / {r.provider_errors} / {r.backoff_s:.1f}"),
     ("scoring errors", lambda r: str(r.scoring_errors)),
     ("accuracy", lambda r: f"{_fmt(r.accuracy)} (n={r.accuracy_n})"),
     ("95% CI", lambda r: "–" if r.accuracy_ci is None else f"[{r.accuracy_ci[0]:.3f}, {r.accuracy_ci[1]:.3f}]"),

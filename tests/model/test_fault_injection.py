@@ -29,8 +29,8 @@ from data_agent_compare.compare import (
     Trace,
 )
 from data_agent_compare.compare.model import RetrySettings
-from data_agent_compare.compare.runlog import read_records
-from data_agent_compare.reports import summarize
+from data_agent_compare.compare.runlog import read_records, read_run
+from data_agent_compare.reports import markdown, summarize
 
 from helpers import (
     FAULT_KINDS,
@@ -182,6 +182,10 @@ def test_faults_are_retried_recorded_and_counted(tmp_path: Path, systems: list[s
     rows = summarize(records)
     assert sum(row.retries for row in rows) == sum(r.retries for r in records)
     assert sum(row.provider_errors for row in rows) == sum(expected.values())
+    summary = markdown(rows, read_run(plan.run_dir).manifest)  # summary.md: per system and model
+    assert "total retries / provider errors / backoff s" in summary and "| backoff |" in summary
+    for row in rows:
+        assert f"| {row.retries} / {row.provider_errors} / {row.backoff_s:.1f} |" in summary
     assert json.loads((plan.run_dir / "manifest.json").read_text())["config"]["retries"]["max_attempts"] == 4
 
 
