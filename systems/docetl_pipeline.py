@@ -91,6 +91,9 @@ class DocEtlSystem(SemanticOperatorSystem):
         "resolve": "give the values of `column` that name the same thing one canonical spelling (pairwise)",
     }
 
+    def import_library(self) -> None:
+        import_docetl()
+
     def operator_schemas(self, tables: list[str]) -> list[dict[str, Any]]:
         text = {"type": "string"}
         return [

@@ -128,6 +128,9 @@ class LotusSystem(SemanticOperatorSystem):
         "sem_search": "the `k` rows whose `column` is most similar to `query` by embeddings (no LLM)",
     }
 
+    def import_library(self) -> None:
+        import_lotus()
+
     def operator_schemas(self, tables: list[str]) -> list[dict[str, Any]]:
         text, k = {"type": "string"}, {"type": "integer", "minimum": 1, "maximum": MAX_K}
         fields = {

@@ -2,6 +2,7 @@
 operators traced as tool calls, and the answer step. `lotus_operators.py` and `docetl_pipeline.py`
 only say how their library carries out an operator.
 
+    SemanticOperatorSystem.prepare             imports the library before any task's clock (isolated_import)
     SemanticOperatorSystem.run(task, ctx)
         ├─ offline_environment()               before any framework import (price map, tokenizers)
         ├─ describe the data                   get_schema_info / list_db through ctx (EXECUTE, no model call)
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jsonschema
 
 from ..compare import ANSWER_TOOL, Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
+from ..compare.system import SystemSetup
 from ..compare.tool import ToolResult
 from ..workflows.planning import ANSWER_REFUSED, ANSWER_SYSTEM, MAX_ANSWER_ATTEMPTS
 from .bridge import distribution_versions, offline_environment
@@ -388,6 +390,15 @@ class SemanticOperatorSystem(System):
             "operators": sorted(self.operators),
         }
 
+    def prepare(self, tasks: list[Task], setup: SystemSetup) -> list[dict[str, Any]]:
+        """Import the library before any task's clock starts (LOTUS takes ~10 s: torch, sentence-transformers)."""
+        self.import_library()
+        return []
+
+    @abstractmethod
+    def import_library(self) -> None:
+        """Import the library, offline and with its global side effects undone (`isolated_import`)."""
+
     @abstractmethod
     def operator_schemas(self, tables: list[str]) -> list[dict[str, Any]]:
         """One JSON-schema branch per operator (`operator_branch`)."""
@@ -420,8 +431,7 @@ class SemanticOperatorSystem(System):
         fetch = [s.model_dump() for s in ctx.tool_specs() if s.name in FETCH_TOOLS]
         inputs = table_names() + ([DOCUMENTS] if documents is not None else [])
         schema = plan_schema(fetch, self.operator_schemas(inputs))
-        request = plan_request(ctx, self.engine, self.operators, schema_text)
-        plan = read_json_object(ctx.generate(request, response_schema=schema).message.content)
+        plan = self.plan(ctx, plan_request(ctx, self.engine, self.operators, schema_text), schema)
         tables, notes = fetch_tables(ctx, list(plan.get("queries") or []))
         if documents is not None:
             tables[DOCUMENTS] = documents
@@ -431,6 +441,10 @@ class SemanticOperatorSystem(System):
             return tables, notes
         notes += self._operate(ctx, tables, operators)
         return tables, notes
+
+    def plan(self, ctx: RunContext, request: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
+        """The planning call: queries and operators (`plan_schema`) as structured output."""
+        return read_json_object(ctx.generate(request, response_schema=schema).message.content)
 
     def _operate(self, ctx: RunContext, tables: dict[str, Table], operators: list[dict[str, Any]]) -> list[str]:
         import tempfile

@@ -8,8 +8,8 @@ schema, search the documents for the question, run the task's gold SQL and answe
 (tool_use one tool call per model call, planning by a plan of those three steps). LOTUS and DocETL plan the
 gold SQL and two operators over the document chunks: a filter ("the {text} helps answer the question";
 the scripted model keeps every third chunk) and an aggregation of what it kept (sem_agg / reduce). The model
-costs no time, so wall time is the systems' own work plus the gateway's HTTP round trips; a process's first
-LOTUS/DocETL task also pays for importing the library (~10 s), hence the median beside the mean. Prints, per system,
+costs no time, so wall time is the systems' own work plus the gateway's HTTP round trips (the libraries are
+imported in `System.prepare`, before any task's clock). Prints, per system,
 model calls, tokens and wall time per task, and their ratio to tool_use and planning.
 """
 

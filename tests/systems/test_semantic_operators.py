@@ -20,7 +20,7 @@ from data_agent_compare.compare import CallContext, DataSource, DataSourceKind, 
 from data_agent_compare.compare.task import QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import load_tasks, make_plan, no_network, read_records, run_task
+from helpers import load_tasks, make_plan, no_network, read_records, registered_system, run_task
 
 ROWS = 500
 
@@ -377,3 +377,58 @@ def test_scripted_pipeline_of_several_operators_over_rows_and_documents(tmp_path
     assert all(s["success"] for s in steps), [s["error"] for s in steps]
     assert record["status"] == "completed"
     assert tool_calls(trace)[1]["arguments"] == {"sql": STORES}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("system", "operator"), [("lotus", "sem_filter"), ("docetl", "filter")])
+def test_library_operator_calls_reach_the_embedded_model_through_the_gateway(tmp_path, system, operator):
+    """With a fixed plan (the embedded model's own plans rarely run), the library's operator prompts
+    go to the embedded model: one per row, metered, offline."""
+    from data_agent_compare.app.config import load_model_table
+    from data_agent_compare.compare import SYSTEMS
+
+    fixed = {
+        "queries": [{"tool": "execute_sql", "arguments": {"sql": STORES.replace("LIMIT 12", "LIMIT 2")}}],
+        "operators": [{"operator": operator, "input": "table_1", "instruction": "the {Type} is a city"}],
+    }
+
+    class FixedPlan(SYSTEMS.load(system)):
+        name = f"{system}_fixed_plan"
+
+        def plan(self, ctx, request, schema):
+            return fixed
+
+    task = next(t for t in load_tasks("bundled") if t.id == "BND003")
+    with registered_system(FixedPlan), no_network() as attempts:
+        record, trace, _ = run_task(tmp_path, load_model_table()["local"], task, FixedPlan.name, **EMBEDDED)
+
+    assert attempts == []
+    assert record["status"] in {"completed", "no_answer", *BUDGET_STATUSES}, record["error"]
+    step = next(t for t in tool_calls(trace) if t["tool"].endswith(operator))
+    assert step["success"], step["error"]
+    begin, end = step["start_s"], step["start_s"] + step["duration_s"]
+    inside = [c for c in model_calls(trace) if begin <= c["start_s"] <= end]
+    assert len(inside) == 2 and all(c["via_http"] and c["provider"] == "local" for c in inside)
+    assert all(c["usage"]["input_tokens"] > 0 and c["usage"]["output_tokens"] > 0 for c in inside)
+
+
+def test_scripted_rows_cut_by_the_sql_cap_are_said_to_be_cut_never_silently(tmp_path, scripted_model):
+    task = review_task(review_database(tmp_path))
+    operator = {"operator": "sem_filter", "input": "table_1", "instruction": "the {comment} mentions a late delivery"}
+    seen: list[str] = []
+    answer_prompts: list[str] = []
+
+    def respond(request: ModelRequest, context: CallContext) -> Message:
+        if offers_answer(request):
+            answer_prompts.append("\n".join(m.content or "" for m in request.messages))
+        return scripted_filter(operator, seen, lotus_verdict)(request, context)
+
+    capped = {"budgets": BIG["budgets"], "tools": {"sql_max_rows": 100}}
+    record, trace, _ = run_task(tmp_path, scripted_model(respond), task, "lotus", **capped)
+
+    assert len(seen) == 100  # the operator saw every row the tool returned: its cap, not a sample
+    fetch, step = tool_calls(trace)[1], tool_calls(trace)[2]
+    assert fetch["result_summary"].startswith("100 rows (cut by the tool's caps: more rows exist)")
+    assert step["arguments"]["rows"] == 100 and step["arguments"]["truncated"] is True
+    assert "table_1: 34 rows (cut by the SQL tool's caps: more rows exist)" in answer_prompts[0]
+    assert record["status"] == "completed"
