@@ -32,7 +32,7 @@ from typing import Any
 from ..compare import __version__
 from ..compare.benchmark import Benchmark, BenchmarkError, create_benchmark
 from ..compare.context import EndpointFactory, RunContext
-from ..compare.model import MeteredModel, ModelConfig, ModelError, get_provider
+from ..compare.model import MeteredModel, ModelConfig, ModelError, ModelProvider, get_provider
 from ..compare.registry import RegistryError
 from ..compare.runlog import (
     MANIFEST_FILE,
@@ -322,6 +322,16 @@ def _provider_for(unit: Unit, plan: RunPlan, model: ModelConfig, role: str) -> K
     inner = get_provider(model.provider)
     cache = plan.cache
     return CachingProvider(inner, cache, unit.epoch) if cache is not None else KeyedProvider(inner)
+
+
+def _setup_provider(plan: RunPlan) -> Callable[[ModelConfig], ModelProvider | None] | None:
+    """The provider of `System.prepare`'s model calls (indexes): under --replay one that refuses every
+    call, so a replay never reaches a model (an index must come from the index cache); else the
+    registered one (indexes have a content cache of their own)."""
+    if plan.replay is None:
+        return None
+    source = str(plan.replay.run_dir)
+    return lambda model: ReplayProvider([], f"{source} (indexing calls are not replayed; the index cache serves them)")
 
 
 def _replay_miss(answer: Answer, *providers: KeyedProvider | None) -> Answer:
@@ -637,7 +647,7 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) ->
         manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools)  # the embedding model, indexes
         # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
         units = [(u.system, u.model, u.task) for u in pending]
-        prepare_systems(plan.systems, units, plan.config.tools, plan.run_dir, manifest.systems)
+        prepare_systems(plan.systems, units, plan.config.tools, plan.run_dir, manifest.systems, _setup_provider(plan))
         _run_pending(plan, pending, writer, on_result, endpoint.open_session)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)

@@ -19,12 +19,12 @@ that cost is reported apart from every task's. What it returns goes into the man
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .model import MeteredModel, ModelConfig, RetrySettings, get_provider
+from .model import MeteredModel, ModelConfig, ModelProvider, RetrySettings, get_provider
 from .registry import Registry
 from .task import Answer, Task
 from .tool import ToolSettings
@@ -80,12 +80,13 @@ class SystemSetup:
     model: ModelConfig
     tools: ToolSettings
     run_dir: Path | None = None  # None: nothing is written (a system run outside the runner)
+    provider: ModelProvider | None = None  # the runner's (a replay refuses every call); None: the registered one
 
     def metered(self, label: str, system: str, budgets: Budgets, retries: RetrySettings | None = None) -> MeteredModel:
         """A metered model of this setup on a fresh trace (`model.recorder.trace`), its clock started."""
         recorder = TraceRecorder(Trace(task_id=label, system=system, model=self.model.alias), budgets)
         recorder.start()
-        provider = get_provider(self.model.provider)
+        provider = self.provider or get_provider(self.model.provider)
         return MeteredModel(self.model, provider, recorder, system=system, retries=retries)
 
 
@@ -95,6 +96,7 @@ def prepare_systems(
     tools: ToolSettings,
     run_dir: Path,
     described: dict[str, dict[str, Any]],
+    provider: Callable[[ModelConfig], ModelProvider | None] | None = None,
 ) -> None:
     """Call `prepare` of each system once per model with the tasks it is about to run (`units`: system
     name, model, task), appending what it reports to `described[name]["indexing"]` (the manifest's)."""
@@ -102,7 +104,7 @@ def prepare_systems(
     for name, model, task in units:
         work.setdefault((name, model.alias), (model, []))[1].append(task.for_agent())  # gold stays out of reach
     for (name, _), (model, tasks) in work.items():
-        built = systems[name].prepare(tasks, SystemSetup(model, tools, run_dir))
+        built = systems[name].prepare(tasks, SystemSetup(model, tools, run_dir, provider(model) if provider else None))
         if built:
             described.setdefault(name, {}).setdefault("indexing", []).extend(built)
 

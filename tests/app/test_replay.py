@@ -10,8 +10,20 @@ from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.runner import execute, plan_replay
-from data_agent_compare.compare import PROVIDERS, Answer, CallContext, Message, ModelRequest, RunContext, System, Task
+from data_agent_compare.compare import (
+    PROVIDERS,
+    Answer,
+    Budgets,
+    CallContext,
+    Message,
+    ModelError,
+    ModelRequest,
+    RunContext,
+    System,
+    Task,
+)
 from data_agent_compare.compare.runlog import RunLog, read_run
+from data_agent_compare.compare.system import SystemSetup
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.reports import summarize
 
@@ -158,3 +170,44 @@ def test_compare_cache_asks_the_model_server_once_for_two_runs(tmp_path, monkeyp
     assert comparable(read_run(tmp_path / "second")) == comparable(read_run(tmp_path / "first"))
     (record,) = read_run(tmp_path / "second").records
     assert record.usage.cost_usd == 0 and read_run(tmp_path / "first").records[0].usage.cost_usd > 0
+
+
+class IndexingSystem(System):
+    """A test system that builds its "index" with a model call in `prepare`, then answers in one call."""
+
+    name = "test_indexing"
+    kind = "test"
+
+    def prepare(self, tasks: list[Task], setup: SystemSetup) -> list[dict]:
+        model = setup.metered("_index/test", f"index:{self.name}", Budgets())
+        try:
+            summary = model.generate([Message(role="user", content="Summarize the corpus.")]).message.content
+        except ModelError as refused:
+            return [{"index": "test", "refused": str(refused)}]
+        return [{"index": "test", "summary": summary}]
+
+    def run(self, task: Task, ctx: RunContext) -> Answer:
+        reply = ctx.generate([Message(role="user", content=ctx.task_prompt())], ctx.tool_specs(["answer"]))
+        return ctx.answer_from_tool(reply.message.tool_calls[0].arguments)
+
+
+def test_a_replay_never_reaches_a_model_for_a_systems_index_with_a_scripted_model(tmp_path):
+    calls = []
+
+    def counting(request: ModelRequest, context: CallContext) -> Message:
+        calls.append(context.system)
+        if not request.tools:  # the index's call
+            return Message(role="assistant", content="a summary")
+        return tool_call_message("answer", {"answer": "B"})
+
+    task = tasks_of_each_kind()[0]
+    with registered_system(IndexingSystem), scripted_provider() as install:
+        plan = make_plan(tmp_path, [task], install(counting), [IndexingSystem.name], task_ids=[task.id])
+        execute(plan)
+        recorded = len(calls)
+        execute(plan_replay(str(plan.run_dir), str(tmp_path / "replay")))  # the model is still there
+    assert recorded == 2 and len(calls) == recorded  # the replay called it for nothing, the index included
+    replayed = read_run(tmp_path / "replay")
+    assert comparable(replayed) == comparable(read_run(plan.run_dir))
+    (index,) = replayed.manifest.systems[IndexingSystem.name]["indexing"]
+    assert "indexing calls are not replayed" in index["refused"]
