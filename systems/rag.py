@@ -47,13 +47,16 @@ from ..compare.tool import ToolError, to_json
 from ..workflows.planning import ANSWER_REFUSED, MAX_ANSWER_ATTEMPTS
 from .rag_graph import (
     EXTRACT_SYSTEM,
+    HIPPO_DAMPING,
     SUMMARY_SYSTEM,
+    SYNONYM_COSINE,
     Community,
     CommunityIndex,
     HippoIndex,
     build_communities,
     community_settings,
     entity_graph,
+    graph_settings,
     parse_json,
     to_networkx,
 )
@@ -97,7 +100,12 @@ class RagSystem(System):
 
     def describe(self) -> dict[str, Any]:
         prompts = (PLAN_SYSTEM, self.retrieval_note, ANSWER_SYSTEM, ANSWER_REFUSED, *self.index_prompts)
-        return {**super().describe(), "prompt_version": RAG_VERSION, "prompt_hash": prompt_hash(*prompts)}
+        described = {**super().describe(), "prompt_version": RAG_VERSION, "prompt_hash": prompt_hash(*prompts)}
+        return {**described, "settings": {"max_queries": MAX_QUERIES, "max_sql": MAX_SQL, **self.index_settings()}}
+
+    def index_settings(self) -> dict[str, Any]:
+        """The index's settings for the manifest (its prompts are in the prompt hash)."""
+        return {}
 
     # ------------------------------------------------------------ one task
 
@@ -239,6 +247,10 @@ def _corpus_or_none(task: Task) -> Corpus | None:
         return None
 
 
+def index_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if k not in {"prompt", "summary_prompt", "schema"}}
+
+
 def passages_text(lines: list[str], limit: int) -> str:
     text = "\n\n".join(lines) or "nothing found"
     return text if len(text) <= limit else text[:limit] + f"\n…[truncated: {len(text)} characters]"
@@ -259,6 +271,9 @@ class GraphRag(RagSystem):
 
     def can_retrieve(self, task: Task) -> bool:
         return _corpus_or_none(task) is not None
+
+    def index_settings(self) -> dict[str, Any]:
+        return {"top_communities": TOP_COMMUNITIES, **index_settings(community_settings())}
 
     def build_index(self, indexer: Indexer) -> CommunityIndex:
         model, corpus = indexer.setup.model, indexer.corpus
@@ -292,6 +307,9 @@ class HippoRag(RagSystem):
 
     def can_retrieve(self, task: Task) -> bool:
         return _corpus_or_none(task) is not None
+
+    def index_settings(self) -> dict[str, Any]:
+        return {"synonym_cosine": SYNONYM_COSINE, "damping": HIPPO_DAMPING, **index_settings(graph_settings())}
 
     def build_index(self, indexer: Indexer) -> HippoIndex:
         return HippoIndex(indexer.corpus, to_networkx(entity_graph(indexer)))

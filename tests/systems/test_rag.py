@@ -9,6 +9,7 @@ question as its search query and the gold SQL of the task; the answer call picks
 import itertools
 import json
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from data_agent_compare.systems.rag import HippoRag
 from data_agent_compare.systems.rag_graph import EXTRACT_SYSTEM, SUMMARY_SYSTEM, text_units
 from data_agent_compare.systems.rag_index import task_corpus
 
-from helpers import load_tasks, make_plan, read_records
+from helpers import load_tasks, make_plan, no_network, read_records
 
 RAG_SYSTEMS = ["rag_naive", "rag_graph", "rag_hippo"]
 PHRASE = re.compile(r"\b[A-Z][a-zA-Z]+(?: [A-Z][a-zA-Z]+)*")
@@ -223,6 +224,47 @@ def test_scripted_rag_systems_trace_schema_retrieval_sql_and_answer(tmp_path, ca
         assert record.scores["sr"] == 1.0 and record.scores["gc"] == 1.0
 
 
+# ---------------------------------------------------------------- the embedded model
+
+
+def with_documents(task: Task, folder: Path, names: list[str]) -> Task:
+    """The task with its document corpus narrowed to these files of it (copied into `folder`)."""
+    folder.mkdir()
+    data = []
+    for source in task.data:
+        if source.kind == "documents":
+            for name in names:
+                shutil.copy(Path(source.location) / name, folder / name)
+            source = source.model_copy(update={"location": str(folder)})
+        data.append(source)
+    return task.model_copy(update={"data": data})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the embedded model builds the graph index first: minutes on a shared CPU
+def test_rag_systems_end_to_end_with_the_embedded_model_offline(tmp_path, cache):
+    from data_agent_compare.app.config import RunConfig, resolve_models
+
+    model = resolve_models(["local"], RunConfig())[0]
+    # BND003 (orders in 2019) over the two documents it touches: the index of the whole corpus takes the
+    # embedded model ~20 calls, too long for a test; the pipeline is the same.
+    task = with_documents(bundled_task(), tmp_path / "docs", ["fiscal_calendar.md", "order_classification.md"])
+    with no_network() as attempts:
+        records, manifest, run_dir = run(tmp_path, cache, model, [task], RAG_SYSTEMS, budgets=Budgets(max_steps=4))
+    assert attempts == []
+    retrieval = {"rag_naive": "search_documents", "rag_graph": "graph_search", "rag_hippo": "ppr_search"}
+    for record in records:
+        assert record.status in {"completed", "no_answer", "max_steps", "max_tokens", "time_limit"}, record.error
+        assert record.status != "completed" or record.answer
+        assert retrieval[record.system] in [c.tool for c in record.tool_calls]
+        calls = steps(run_dir, record, "model_call")
+        assert calls and all(c["provider"] == "local" and c["usage"]["input_tokens"] > 0 for c in calls)
+    for system in ("rag_graph", "rag_hippo"):
+        built = manifest.systems[system]["indexing"]
+        assert built and all("error" not in b for b in built)
+    assert manifest.systems["rag_graph"]["indexing"][0]["input_tokens"] > 0
+
+
 def test_scripted_failed_indexing_calls_keep_the_index_out_of_the_cache(tmp_path, cache, scripted_model):
     respond, calls = rag_model()
 
@@ -254,3 +296,27 @@ def test_scripted_index_whose_every_call_fails_ends_its_tasks_as_infrastructure_
     )
     assert "every indexing call of entity_graph failed" in manifest.systems["rag_graph"]["indexing"][-1]["error"]
     assert records[0].status == "infra_error" and "index could not be built" in records[0].error
+
+
+def test_scripted_frozen_vector_search_results_are_the_corpus_of_a_task_that_has_them(tmp_path, cache, scripted_model):
+    recorded = [
+        {"title": "Loyalty", "content": "Aurora Program members get Free Shipping on every order."},
+        {"title": "Regions", "content": "Northwind Region reports to Western Division."},
+    ]
+    task = bundled_task()
+    task = task.model_copy(
+        update={
+            "data": [s for s in task.data if s.kind != "documents"],
+            "metadata": {**task.metadata, "frozen_vector_search": recorded},
+        }
+    )
+    corpus = task_corpus(task)
+    assert [p.source for p in corpus.passages] == ["frozen_vector_search"] and "Aurora Program" in corpus.passages[
+        0
+    ].text
+    respond, calls = rag_model(entities=["Aurora Program"])
+    records, manifest, run_dir = run(tmp_path, cache, fresh(scripted_model(respond)), [task], RAG_SYSTEMS)
+    assert calls["extract"] == 1 and manifest.systems["rag_hippo"]["indexing"][0]["corpus"] == corpus.name
+    for record in records:
+        tools = steps(run_dir, record, "tool_call")
+        assert record.status == "completed" and "Aurora Program" in tools[1]["result_summary"]
