@@ -64,6 +64,7 @@ from ..compare.model import ModelError
 from ..compare.task import DataSourceKind
 from ..compare.tool import SystemStep, ToolError
 from ..tools.documents import chunk_markdown, corpus_files
+from .palimpzest_worker import POLICIES
 
 PALIMPZEST_VERSION = "1"
 PLAN_SYSTEM = """You plan a Palimpzest pipeline of semantic operators that answers a question over a database \
@@ -387,6 +388,8 @@ class PalimpzestSystem(System):
 
     def __init__(self, policy: str | None = None) -> None:
         self.policy = policy or type(self).policy
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown palimpzest policy {self.policy!r}; known: {', '.join(POLICIES)}")
         self.network_attempts: list[str] = []  # refused by the worker's guard, over every task
         self._attempts_lock = threading.Lock()
 

@@ -218,6 +218,13 @@ def test_palimpzest_worker_environment_is_its_own_offline_and_without_keys(tmp_p
         assert Path(environment["TIKTOKEN_CACHE_DIR"], "9b5ad71b2ce5302211f9c61530b329a4922fc6a4").is_file()
 
 
+def test_palimpzest_policy_is_a_setting_recorded_in_the_manifest():
+    assert PalimpzestSystem().describe()["policy"] == "max_quality"
+    assert PalimpzestSystem(policy="min_cost").describe()["policy"] == "min_cost"
+    with pytest.raises(ValueError, match="unknown palimpzest policy 'cheapest'"):
+        PalimpzestSystem(policy="cheapest")
+
+
 def test_palimpzest_refuses_without_its_environment_and_names_the_fix(tmp_path, scripted_model, monkeypatch):
     monkeypatch.setenv(PYTHON_VARIABLE, str(tmp_path / "no-venv" / "bin" / "python"))
     model = ScriptedPalimpzest()
