@@ -6,7 +6,7 @@ environment, `.venv-palimpzest` (made by `setup.sh`), as a worker process (`pali
 whose docstring is the protocol: JSON lines over stdin/stdout). A task runs:
 
     get_schema_info (tool call)          the tables, for the planner
-    plan (model call, JSON schema)       the SQL that fetches the rows, and up to MAX_OPERATORS semantic
+    plan (model call, JSON schema)       the SQL that fetches the rows, and 1 to MAX_OPERATORS semantic
                                          operators (sem_filter / sem_map) with natural-language instructions,
                                          each over the SQL result ("records") or the document chunks
     execute_sql (tool call)              every row within the environment's caps; rows cut by a cap
@@ -27,10 +27,12 @@ the plan's operators.
 Budgets: a call refused by a budget (BudgetExceeded here, HTTP 402 inside the worker, which then stops
 its query) ends the task with the budget's status. An operator makes at least one model call per item:
 one with more items than model calls left is not started, and the task ends with `max_steps` at once.
+Palimpzest reads a failed model call as "no" (or an empty value), so any failed call under the worker
+ends the task (`raise_model_errors`: infra_error for a provider failure) instead of dropping rows.
 
 The worker refuses and reports any non-loopback network attempt; `network_attempts` collects them
-(empty, or something in its environment went online).
-Workers are kept warm between tasks (importing palimpzest takes ~15 s), one per task running at a time.
+(empty, or something in its environment went online). Workers are kept warm between tasks, one per
+task running at a time; the first task of a process waits for the worker's imports (~15 s) in its clock.
 
 Without the environment the system refuses to run, naming the fix (`refusal`).
 """
