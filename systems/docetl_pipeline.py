@@ -13,14 +13,15 @@ its own model calls, which go through the metered gateway (`default_model: opena
   `$DOCETL_HOME_DIR/.cache/docetl`, a folder it fixes when it is imported: `import_docetl` points it at
   a temporary folder of this process (removed at exit) unless the user set one. Each task's outputs
   and intermediates go to the task's scratch folder.
-- `resolve` compares all pairs of rows only up to `MAX_COMPARISONS`: without a blocking setting DocETL
-  would compute OpenAI embeddings for inputs over 10 rows, which the gateway does not serve.
-- `import docetl` loads a `.env` (python-dotenv searches the working directory, or the folders above
-  DocETL's own files) into `os.environ`, and sets `litellm.drop_params = True` for every LiteLLM user in
-  the process. `import_docetl` undoes both: the environment is restored to what it was before the
-  import (variables added removed, changed ones restored) and `litellm.drop_params` is put back. It does
-  not change the working directory for the import: that is process state, and other tasks' threads
-  resolve relative paths (the index cache) against it.
+- `resolve` compares at most `MAX_COMPARISONS` pairs of rows (DocETL's `limit_comparisons`, which picks
+  them at random when there are more; no row is dropped): without a blocking setting DocETL would
+  compute OpenAI embeddings for inputs over 10 rows, which the gateway does not serve.
+- `import docetl` (and LiteLLM's own import) loads a `.env` (python-dotenv searches the working
+  directory, or the folders above the package) into `os.environ`, and DocETL sets `litellm.drop_params
+  = True` for every LiteLLM user in the process. `import_docetl` (called by `prepare`, before any task's
+  clock) imports it inside `isolated_import`, which restores the environment and `litellm.drop_params`
+  afterwards; it does not change the working directory for the import: that is process state, and
+  other tasks' threads resolve relative paths (the index cache) against it.
 """
 
 from __future__ import annotations

@@ -18,11 +18,13 @@ calls — one per row for filter/map/extract, batched as LOTUS batches them (Lit
   overlay, so tasks neither wait for nor see each other. LOTUS reads the settings again in worker
   threads only for `group_by` (sem_agg, sem_topk), which a ContextVar does not reach; the plan does
   not offer `group_by`.
-- Importing LOTUS: `offline_environment()` runs first (LiteLLM's price map). `import lotus` takes
-  ~9-15 s here; it makes no network attempt (checked with tests/helpers.py `no_network` and strace:
-  no connect): the time is torch, transformers and sentence-transformers, which `lotus.models`
-  imports eagerly (its cross-encoder reranker), and LiteLLM's own import. It also calls
-  `logging.basicConfig(level=INFO)`, which `import_lotus` undoes on the root logger.
+- Importing LOTUS (`import_lotus`, called by `prepare` before any task's clock): `import lotus` takes
+  ~9-15 s here and makes no network attempt (checked with tests/helpers.py `no_network` and strace: no
+  connect; LiteLLM's price map is off by `offline_environment`). The time is CPU: torch, transformers
+  and sentence-transformers, which `lotus.models` imports eagerly (its cross-encoder reranker), and
+  LiteLLM's own import (~5 s). Its global side effects (LiteLLM's `.env` loading, `logging.basicConfig`)
+  are undone by `isolated_import`.
+- A row whose verdict LOTUS cannot parse is kept (`sem_filter`'s own default, `default=True`).
 """
 
 from __future__ import annotations

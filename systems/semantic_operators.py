@@ -13,6 +13,7 @@ only say how their library carries out an operator.
         │                                      → table_1, table_2, ...; the document chunks → `documents`
         ├─ operators (with ctx.openai_endpoint) each one `ctx.tool_step(<operator>, arguments)`: the library
         │                                      runs it, its model calls go through the metered gateway
+        │                                      (agent "operators": DECISION, whatever failed before)
         └─ answer (ctx.generate, GENERATE)     the tables after the operators → the `answer` tool
 
 Nothing is sampled silently: a table holds every row the SQL tool returned within its caps
@@ -70,6 +71,9 @@ MAX_OPERATORS = 4
 DOCUMENTS = "documents"
 FETCH_TOOLS = ("execute_sql", "query_db")  # the task's own query tools: caps, read-only checks, trace
 SHOWN_COLUMNS = 8  # columns an instruction without {column} names gets
+# The library's model calls are labelled as this agent's: they carry out the plan, so a failed query or
+# operator of the pipeline never makes them RETRY (PhaseRules keeps each agent's failures apart).
+OPERATOR_AGENT = "operators"
 
 
 def table_names(count: int = MAX_QUERIES) -> list[str]:
@@ -450,8 +454,9 @@ class SemanticOperatorSystem(System):
         import tempfile
 
         notes: list[str] = []
-        with tempfile.TemporaryDirectory(prefix=f"dac-{self.name}-") as workdir, ctx.openai_endpoint() as endpoint:
-            run = OperatorRun(ctx, endpoint, tables, workdir)
+        endpoint = ctx.openai_endpoint(agent=OPERATOR_AGENT)
+        with tempfile.TemporaryDirectory(prefix=f"dac-{self.name}-") as workdir, endpoint as served:
+            run = OperatorRun(ctx, served, tables, workdir)
             with self.open(run):
                 for number, operator in enumerate(operators, 1):
                     note = self._one_operator(run, number, operator)

@@ -91,7 +91,16 @@ def test_scripted_lotus_filter_reads_every_row_of_the_sql_result(tmp_path, scrip
         seen.append(last_user(request))
         return Message(role="assistant", content="True" if "parcel came late" in last_user(request) else "False")
 
-    record, trace, _ = run_task(tmp_path, scripted_model(respond), task, "lotus", **BIG)
+    failing = {"tool": "execute_sql", "arguments": {"sql": "SELECT nothing FROM nowhere"}}
+
+    def respond_with_a_failing_query(request: ModelRequest, context: CallContext) -> Message:
+        reply = respond(request, context)
+        if is_plan(request):
+            plan = json.loads(reply.content or "{}")
+            return Message(role="assistant", content=json.dumps({**plan, "queries": [*plan["queries"], failing]}))
+        return reply
+
+    record, trace, _ = run_task(tmp_path, scripted_model(respond_with_a_failing_query), task, "lotus", **BIG)
 
     # One operator prompt per row, each row once, each a metered model call through the gateway.
     assert len(seen) == ROWS
@@ -100,8 +109,11 @@ def test_scripted_lotus_filter_reads_every_row_of_the_sql_result(tmp_path, scrip
     assert len(calls) == 1 + ROWS + 1  # plan, the operator's prompts, answer
     assert all(call["via_http"] for call in calls[1:-1]) and all(c["usage"]["input_tokens"] > 0 for c in calls)
     tools = tool_calls(trace)
-    assert [t["tool"] for t in tools] == ["get_schema_info", "execute_sql", "sem_filter", "answer"]
-    fetch, operator_step = tools[1], tools[2]
+    assert [t["tool"] for t in tools] == ["get_schema_info", "execute_sql", "execute_sql", "sem_filter", "answer"]
+    fetch, operator_step = tools[1], tools[3]
+    assert tools[2]["success"] is False  # table_2's query failed; the operators are no retry for it
+    assert {(c["agent"], c["phase"]) for c in calls[1:-1]} == {("operators", "decision")}
+    assert (calls[0]["phase"], calls[-1]["phase"]) == ("decision", "generate")
     assert fetch["result_summary"].startswith(f"{ROWS} rows")
     assert operator_step["arguments"]["rows"] == ROWS and operator_step["arguments"]["truncated"] is False
     assert operator_step["result_summary"].startswith(f"{ROWS} rows in, {len(range(0, ROWS, 3))} out")
@@ -432,3 +444,24 @@ def test_scripted_rows_cut_by_the_sql_cap_are_said_to_be_cut_never_silently(tmp_
     assert step["arguments"]["rows"] == 100 and step["arguments"]["truncated"] is True
     assert "table_1: 34 rows (cut by the SQL tool's caps: more rows exist)" in answer_prompts[0]
     assert record["status"] == "completed"
+
+
+def test_rows_of_both_query_tools_and_recorded_search_results_become_tables():
+    from types import SimpleNamespace
+
+    from data_agent_compare.compare.tool import ToolResult
+    from data_agent_compare.systems.semantic_operators import document_table, result_frame
+    from data_agent_compare.tools.frozen_search import FrozenSearchTool
+
+    sql = ToolResult(success=True, content="", data={"columns": ["Sales Channel", "n"], "rows": [["Online", 3]]})
+    assert result_frame(sql).to_dict("records") == [{"Sales_Channel": "Online", "n": 3}]
+    dab = ToolResult(success=True, content="", data={"variable": "result_1", "rows": [{"title": "A", "rating": 5}]})
+    assert result_frame(dab).to_dict("records") == [{"title": "A", "rating": 5}]
+
+    recorded = [{"title": "Policy", "content": "Refunds within 30 days.", "url": "https://example.com/p"}, "plain"]
+    tools = {"search_documents": FrozenSearchTool("search_documents", recorded)}
+    table = document_table(SimpleNamespace(tools=SimpleNamespace(tools=tools)))
+    assert table is not None and table.frame.to_dict("records") == [
+        {"source": "https://example.com/p", "heading": "Policy", "text": "Refunds within 30 days."},
+        {"source": "search_documents", "heading": "", "text": "plain"},
+    ]
