@@ -64,4 +64,4 @@ def test_thirteen_metrics_of_2520_tasks_take_well_under_a_second() -> None:
     start = time.perf_counter()
     for values in metrics:
         bootstrap_ci(values)
-    assert time.perf_counter() - start < 0.5  # ~0.03 s here; resampling indices took ~2 s
+    assert time.perf_counter() - start < 1.0  # ~0.03 s here; resampling indices took ~2 s (a shared machine: margin)
