@@ -424,7 +424,9 @@ class SemanticOperatorSystem(System):
         try:
             tables, results = self._plan_and_operate(ctx)
             limit = ctx.budgets.tool_result_max_chars
-            results += [render_table(table, limit) for table in tables.values()]
+            # The documents only as the operators left them: the answer step is no retrieval of its own.
+            shown = [t for t in tables.values() if t.name != DOCUMENTS or t.history]
+            results += [render_table(table, limit) for table in shown]
             return write_answer(ctx, results)
         except BudgetExceeded as limit:
             return Answer(status=limit.status, error=str(limit))
