@@ -1,38 +1,32 @@
 """Palimpzest (palimpzest 0.9.0) as a semantic-operator system: `palimpzest`.
 
+The planning step, the data and the answer are those of every semantic-operator system
+(`semantic_operators.SemanticOperatorSystem`: the same prompts as LOTUS and DocETL, so that what differs
+is the engine): the task's schema tool, one planning call (queries + 1 to 4 operators over named tables),
+every row the task's SQL tool returns within its caps (a cut is said, never a silent sample), the
+document chunks as the table `documents`, one traced tool call per operator, and a last call that answers.
+Palimpzest offers `sem_filter` and `sem_map`.
+
 Palimpzest cannot share the suite's environment (it pins numpy 2 and sentence-transformers 5; pip
 settles on 0.7.7 beside LangChain 1.x, which breaks LlamaIndex), so it runs in its own virtual
 environment, `.venv-palimpzest` (made by `setup.sh`), as a worker process (`palimpzest_worker.py`,
-whose docstring is the protocol: JSON lines over stdin/stdout). A task runs:
+whose docstring is the protocol: JSON lines over stdin/stdout). Each operator is one worker request
+carrying every row of its table; the worker runs it as one Palimpzest query (`MemoryDataset` →
+operator → `.run(policy)`), whose model calls go through the gateway endpoint, so they are metered and
+traced like any other. The step in the trace is timed by this process's monotonic clock around that
+request (`ctx.tool_step`, in the base). One query per operator is what makes each operator a step: the
+optimizer chooses each operator's physical implementation under the policy (`describe()["policy"]`),
+but does not reorder the plan's operators.
 
-    get_schema_info (tool call)          the tables, for the planner
-    plan (model call, JSON schema)       the SQL that fetches the rows, and 1 to MAX_OPERATORS semantic
-                                         operators (sem_filter / sem_map) with natural-language instructions,
-                                         each over the SQL result ("records") or the document chunks
-    execute_sql (tool call)              every row within the environment's caps; rows cut by a cap
-                                         are said so to the answer model, never dropped silently
-    worker: load                         the rows and every chunk of the task's documents
-    sem_filter / sem_map (tool steps)    one worker request per operator: one Palimpzest query
-                                         (`MemoryDataset` → operator → `.run(policy)`) whose model calls
-                                         go through the gateway endpoint, so they are metered and traced
-    answer (model call + answer tool)    the operators' output turned into the task's answer
-
-Trace: each operator is a tool call of its own name (`ctx.tool_step`), timed by this process's monotonic
-clock around the worker request that carries it out; the worker's model calls reach the gateway during
-that step and are recorded as model calls (so cost and external-call counts compare with every other
-system). One Palimpzest query per operator is what makes each operator a step: the optimizer chooses
-each operator's physical implementation under the policy (`describe()["policy"]`), but does not reorder
-the plan's operators.
-
-Budgets: a call refused by a budget (BudgetExceeded here, HTTP 402 inside the worker, which then stops
-its query) ends the task with the budget's status. An operator makes at least one model call per item:
-one with more items than model calls left is not started, and the task ends with `max_steps` at once.
-Palimpzest reads a failed model call as "no" (or an empty value), so any failed call under the worker
-ends the task (`raise_model_errors`: infra_error for a provider failure) instead of dropping rows.
+Budgets: a call refused by a budget (HTTP 402 inside the worker, which then stops its query) ends the
+task with the budget's status; an operator makes at least one model call per row, so one with more
+rows than model calls left is not started (`expected_calls`). Palimpzest reads a failed model call as
+"no" (or an empty value): an operator with any failed call fails instead (the table keeps its rows, and
+the answer step reads why), never dropping rows silently.
 
 The worker refuses and reports any non-loopback network attempt; `network_attempts` collects them
-(empty, or something in its environment went online). Workers are kept warm between tasks, one per
-task running at a time; the first task of a process waits for the worker's imports (~15 s) in its clock.
+(empty, or something in its environment went online). Workers are kept warm: one is started in
+`prepare`, before any task's clock (its imports take ~15 s), and one more per task running at once.
 
 Without the environment the system refuses to run, naming the fix (`refusal`).
 """
@@ -48,44 +42,15 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from dataclasses import asdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..compare import (
-    ANSWER_TOOL,
-    Answer,
-    BudgetExceeded,
-    Message,
-    RunContext,
-    System,
-    Task,
-    prompt_hash,
-)
+from ..compare import Answer, RunContext, Task
 from ..compare.model import ModelError
-from ..compare.task import DataSourceKind
-from ..compare.tool import SystemStep, ToolError
-from ..tools.documents import chunk_markdown, corpus_files
 from .palimpzest_worker import POLICIES
+from .semantic_operators import BRACED, OperatorRun, SemanticOperatorSystem, Table, operator_branch
 
-PALIMPZEST_VERSION = "1"
-PLAN_SYSTEM = """You plan a Palimpzest pipeline of semantic operators that answers a question over a database \
-and company documents. Write:
-1. `query`: one read-only SQL query that fetches the rows the question needs. When the model must judge each row \
-(a condition or a value the columns do not hold), fetch the rows themselves with the columns the operators read.
-2. `operators`: up to 4 semantic operators, applied in order. Each runs over `records` (the SQL result) or \
-`documents` (passages of the documents). `sem_filter` keeps the items that satisfy a natural-language condition; \
-`sem_map` adds a column whose value the model derives from each item, described by the instruction. Name the \
-columns an instruction reads. Filter the documents to find definitions and rules the tables do not hold. \
-Use no operator when the SQL result answers the question by itself."""
-ANSWER_SYSTEM = """You answer a question from the output of a Palimpzest pipeline: the SQL result after the \
-semantic operators ran over it, and the document passages the operators kept. Answer from these results; do \
-not guess numbers they do not show. Call the `answer` tool."""
-ANSWER_REFUSED = "The answer was refused: {error} Call the `answer` tool again with a valid answer."
-
-MAX_OPERATORS = 4
-MAX_ANSWER_ATTEMPTS = 2
-OPERATOR_NAMES = ("sem_filter", "sem_map")
 READY_TIMEOUT_S = 300.0  # importing torch, chromadb and palimpzest from a cold disk
 REPLY_MARGIN_S = 60.0  # beyond the task's wall time, for one request's reply
 WORKER_SCRIPT = Path(__file__).with_name("palimpzest_worker.py")
@@ -281,106 +246,50 @@ class WorkerPool:
             worker.close()
 
 
-# ---------------------------------------------------------------- the plan
+# ---------------------------------------------------------------- operators
 
 
-def plan_schema(sql_parameters: dict[str, Any] | None, inputs: list[str]) -> dict[str, Any]:
-    """The plan: execute_sql's own arguments (when the task has SQL) and the operators, one branch each."""
-    common = {"input": {"enum": inputs}, "instruction": {"type": "string"}}
-    operators = [
-        {
-            "type": "object",
-            "properties": {"operator": {"const": "sem_filter"}, **common},
-            "required": ["operator", "input", "instruction"],
-            "additionalProperties": False,
-        },
-        {
-            "type": "object",
-            "properties": {"operator": {"const": "sem_map"}, **common, "column": {"type": "string"}},
-            "required": ["operator", "input", "instruction", "column"],
-            "additionalProperties": False,
-        },
-    ]
-    properties: dict[str, Any] = {}
-    if sql_parameters is not None:
-        properties["query"] = sql_parameters
-    # At least one operator: a plan without one would measure the planning workflow, not Palimpzest (and a
-    # schema-constrained small model otherwise always takes the shortcut of an empty list).
-    items = {"anyOf": operators}
-    properties["operators"] = {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_OPERATORS}
-    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
-
-
-def read_plan(text: str | None) -> dict[str, Any]:
-    """The plan as the model wrote it; a reply that is not one is an empty plan (the answer says so)."""
-    try:
-        plan = json.loads(text or "")
-    except json.JSONDecodeError:
-        return {"operators": []}
-    if not isinstance(plan, dict):
-        return {"operators": []}
-    operators = [op for op in plan.get("operators") or [] if valid_operator(op)]
-    return {**plan, "operators": operators[:MAX_OPERATORS]}
-
-
-def valid_operator(op: Any) -> bool:
-    return (
-        isinstance(op, dict)
-        and op.get("operator") in OPERATOR_NAMES
-        and op.get("input") in ("records", "documents")
-        and isinstance(op.get("instruction"), str)
-        and bool(op["instruction"].strip())
-    )
-
-
-def document_chunks(task: Task) -> list[dict[str, Any]]:
-    """Every chunk of the task's documents, chunked as `search_documents` indexes them."""
-    sources = [s for s in task.data if s.kind == DataSourceKind.DOCUMENTS]
-    if not sources:
-        return []
-    try:
-        files = corpus_files(sources, task.data_dir)
-    except ToolError:
-        return []
-    texts = [(name, path.read_text("utf-8", errors="replace")) for name, path in files]
-    return [asdict(chunk) for name, text in texts for chunk in chunk_markdown(name, text)]
-
-
-def render_rows(rows: list[dict[str, Any]], limit: int) -> str:
-    """Rows as JSON lines, cut at `limit` characters with a note saying how many are shown."""
-    lines, size = [], 0
-    for row in rows:
-        line = json.dumps(row, ensure_ascii=False, default=str)
-        if size + len(line) > limit:
-            lines.append(f"[cut for length: showing {len(lines)} of {len(rows)} rows]")
-            break
-        lines.append(line)
-        size += len(line) + 1
-    return "\n".join(lines) if rows else "(no rows)"
-
-
-def raise_model_errors(done: dict[str, Any]) -> None:
-    """Palimpzest answers a failed model call with "no" (a filter drops the row) or an empty value: the
-    task must not go on from such output. A provider failure (5xx, no response) is the infrastructure's
-    (ModelError: `infra_error`); another refusal of the gateway is the system's."""
+def model_call_failure(done: dict[str, Any]) -> Exception | None:
+    """Why an operator's output cannot be used: a budget refusal, failed model calls (a provider failure,
+    5xx or no response, is a ModelError), or the worker's own failure; None when it can."""
     errors = done.get("model_errors") or []
-    if not errors:
-        return
-    first = errors[0]
-    message = f"{len(errors)} model calls of operator {done['operator']} failed (first: {first['error']})"
-    if first["status"] is None or first["status"] >= 500:
-        raise ModelError(message, status_code=first["status"])
-    raise WorkerError(message)
+    if done.get("budget_refused"):
+        return WorkerError(f"a budget ran out: {done['budget_refused']}")
+    if errors:
+        first = errors[0]
+        message = f"{len(errors)} model calls of {done['operator']} failed (first: {first['error']})"
+        provider = first["status"] is None or first["status"] >= 500
+        return ModelError(message, status_code=first["status"]) if provider else WorkerError(message)
+    if not done.get("success"):
+        return WorkerError(str(done.get("error") or "the operator failed"))
+    return None
+
+
+def plain_instruction(instruction: str) -> str:
+    """The plan's `{column}` names as plain words: palimpzest shows the model every field of the row."""
+    return BRACED.sub(lambda found: found.group(1), instruction)
+
+
+def table_rows(table: Table) -> list[dict[str, Any]]:
+    """Every row of the table as JSON-ready objects (missing values as null)."""
+    return json.loads(table.frame.to_json(orient="records", date_format="iso", default_handler=str))
 
 
 # ---------------------------------------------------------------- the system
 
 
-class PalimpzestSystem(System):
+class PalimpzestSystem(SemanticOperatorSystem):
     """Palimpzest 0.9.0's semantic operators over the SQL result and the documents, planned by the model."""
 
     name = "palimpzest"
-    kind = "semantic-operator"
+    engine = "Palimpzest"
+    framework_packages = ()  # palimpzest lives in its own environment: `describe()["palimpzest"]`
+    operators: ClassVar[dict[str, str]] = {
+        "sem_filter": "keeps the rows for which the natural-language condition `instruction` holds "
+        "(one model call per row)",
+        "sem_map": "adds a column named `column` whose value the model derives from each row as "
+        "`instruction` describes (one model call per row)",
+    }
     policy: ClassVar[str] = "max_quality"  # the optimizer's policy: max_quality, min_cost or min_time
     # A member of pz.Model (its model list is fixed); the gateway serves the run's model whatever it names.
     pz_model: ClassVar[str] = "GPT_4o_MINI"
@@ -392,7 +301,7 @@ class PalimpzestSystem(System):
         self.policy = policy or type(self).policy
         if self.policy not in POLICIES:
             raise ValueError(f"unknown palimpzest policy {self.policy!r}; known: {', '.join(POLICIES)}")
-        self.network_attempts: list[str] = []  # refused by the worker's guard, over every task
+        self.network_attempts: list[str] = []  # refused by the workers' guard, over every task
         self._attempts_lock = threading.Lock()
 
     @classmethod
@@ -413,160 +322,72 @@ class PalimpzestSystem(System):
             "palimpzest": installed_version(python),
             "worker_python": str(python),
             "refused": refusal(python),
-            "prompt_version": PALIMPZEST_VERSION,
-            "prompt_hash": prompt_hash(PLAN_SYSTEM, ANSWER_SYSTEM, ANSWER_REFUSED),
-            "max_operators": MAX_OPERATORS,
         }
 
-    def run(self, task: Task, ctx: RunContext) -> Answer:
+    def import_library(self) -> None:
+        """Start a worker before any task's clock (base `prepare`): its imports take ~15 s."""
         python = worker_python()
-        problem = refusal(python)
+        if refusal(python) is not None:
+            return  # each task says why
+        worker = self.pool().acquire(python)
+        ready = False
+        try:
+            worker.wait_ready()
+            ready = True
+        finally:
+            self._release(worker, healthy=ready)
+
+    def run(self, task: Task, ctx: RunContext) -> Answer:
+        problem = refusal(worker_python())
         if problem is not None:
             return Answer(status="error", error=problem)
-        worker = self.pool().acquire(python)  # starts importing while the model plans
+        return super().run(task, ctx)
+
+    def operator_schemas(self, tables: list[str]) -> list[dict[str, Any]]:
+        instruction = {"type": "string"}
+        return [
+            operator_branch("sem_filter", tables, {"instruction": instruction}),
+            operator_branch("sem_map", tables, {"column": {"type": "string"}, "instruction": instruction}),
+        ]
+
+    def expected_calls(self, run: OperatorRun, operator: dict[str, Any]) -> int | None:
+        """At least one model call per row, whatever implementation the optimizer picks."""
+        table = run.tables.get(str(operator.get("input")))
+        return len(table.frame) if table is not None else None
+
+    @contextlib.contextmanager
+    def open(self, run: OperatorRun) -> Iterator[None]:
+        """A warm worker for the task's operators, pointed at its endpoint, working in its scratch folder."""
+        worker = self.pool().acquire(worker_python())
         healthy = False
         try:
-            answer = self._run(task, ctx, worker)
+            worker.wait_ready()
+            load = {"type": "load", "workdir": str(Path(run.workdir) / "palimpzest"), "settings": self.settings()}
+            load["endpoint"] = {"base_url": run.endpoint.base_url, "api_key": run.endpoint.api_key}
+            worker.request(load, timeout(run.ctx))
+            run.state["worker"] = worker
+            yield
             healthy = True
-            return answer
-        except BudgetExceeded as limit:
-            healthy = True
-            return Answer(status=limit.status, error=str(limit))
         finally:
-            with self._attempts_lock:
-                self.network_attempts += [a for a in worker.network_attempts if a not in self.network_attempts]
-            self.pool().release(worker, healthy=healthy)
+            self._release(worker, healthy=healthy)
 
-    def _run(self, task: Task, ctx: RunContext, worker: WorkerProcess) -> Answer:
-        documents = document_chunks(task)
-        plan = self._plan(ctx, has_documents=bool(documents))
-        records, notes, truncated = self._fetch(ctx, plan)
-        results = {"records": records, "documents": documents}
-        touched: set[str] = set()
-        workdir = Path(tempfile.mkdtemp(prefix="task-", dir=worker.folder))
-        try:
-            with ctx.openai_endpoint() as endpoint:
-                worker.wait_ready()
-                load = {"type": "load", "workdir": str(workdir), "settings": self.settings()}
-                load |= {"endpoint": {"base_url": endpoint.base_url, "api_key": endpoint.api_key}}
-                worker.request({**load, "datasets": results}, self._timeout(ctx))
-                for index, op in enumerate(plan["operators"]):
-                    ctx.check_budget()
-                    cut = truncated and op["input"] == "records"
-                    done = self._operator(ctx, worker, index, op, (len(results[op["input"]]), cut), workdir)
-                    if ctx.budget_stop is not None:
-                        raise ctx.budget_stop
-                    raise_model_errors(done)
-                    if done["success"]:
-                        results[op["input"]] = done["rows"]
-                        touched.add(op["input"])
-                    else:
-                        notes.append(f"operator {index + 1} ({op['operator']}) failed: {done['error']}")
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        return self._answer(ctx, plan, results, touched, notes)
+    def apply(self, run: OperatorRun, operator: dict[str, Any]) -> Table:
+        table = run.tables[str(operator["input"])]
+        request = {"type": "operator", "index": len(table.history), **operator, "rows": table_rows(table)}
+        request["instruction"] = plain_instruction(str(operator.get("instruction", "")))
+        done = run.state["worker"].request(request, timeout(run.ctx))
+        failure = model_call_failure(done)
+        if failure is not None:
+            raise failure
+        columns = None if done["rows"] else done["columns"]  # a filter that kept nothing keeps the columns
+        frame = type(table.frame)(done["rows"], columns=columns)  # a pandas DataFrame
+        return Table(table.name, frame, table.source, truncated=table.truncated)
 
-    def _timeout(self, ctx: RunContext) -> float:
-        return ctx.budgets.wall_time_s + REPLY_MARGIN_S
+    def _release(self, worker: WorkerProcess, *, healthy: bool) -> None:
+        with self._attempts_lock:
+            self.network_attempts += [a for a in worker.network_attempts if a not in self.network_attempts]
+        self.pool().release(worker, healthy=healthy)
 
-    def _plan(self, ctx: RunContext, *, has_documents: bool) -> dict[str, Any]:
-        """The model's plan; the schema of the databases first, so that it can write the SQL."""
-        sql = ctx.tool_specs(["execute_sql"])
-        inputs = ["records", "documents"] if has_documents else ["records"]
-        schema_text = ""
-        if ctx.tool_specs(["get_schema_info"]):
-            schema_text = "\n\nDatabase schema:\n" + ctx.call_tool("get_schema_info", {}).content
-        messages = [
-            Message(role="system", content=PLAN_SYSTEM),
-            Message(role="user", content=f"{ctx.task_prompt(answer_format=False)}{schema_text}"),
-        ]
-        reply = ctx.generate(messages, response_schema=plan_schema(sql[0].parameters if sql else None, inputs))
-        return read_plan(reply.message.content)
 
-    def _fetch(self, ctx: RunContext, plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], bool]:
-        """Every row the plan's SQL returns within the environment's caps, notes for the answer model, and
-        whether a cap cut the result."""
-        query = plan.get("query")
-        if not isinstance(query, dict) or not query.get("sql"):
-            return [], ["no SQL query was run"], False
-        result = ctx.call_tool("execute_sql", query)
-        if not result.success:
-            return [], [f"the SQL query failed: {result.error}"], False
-        columns, rows = result.data["columns"], result.data["rows"]
-        notes = [f"SQL: {query['sql']}"]
-        if result.truncated:
-            notes.append(f"the SQL result was cut by the environment's row/byte caps at {len(rows)} rows")
-        return [dict(zip(columns, row, strict=True)) for row in rows], notes, result.truncated
-
-    def _refuse_if_too_many(self, ctx: RunContext, op: dict[str, Any], items: int) -> None:
-        """An operator makes at least one model call per item, whatever implementation the optimizer picks:
-        one that cannot finish within the steps left is not started (as for LOTUS and DocETL)."""
-        recorder = ctx.model.recorder
-        left = ctx.budgets.max_steps - len(recorder.trace.model_calls)
-        if items > left:
-            detail = (
-                f"step limit of {ctx.budgets.max_steps} model calls: operator {op['operator']} needs at least "
-                f"{items} model calls (one per item) and {left} are left"
-            )
-            raise recorder.refuse("max_steps", detail)
-
-    def _operator(
-        self,
-        ctx: RunContext,
-        worker: WorkerProcess,
-        index: int,
-        op: dict[str, Any],
-        size: tuple[int, bool],
-        workdir: Path,
-    ) -> dict[str, Any]:
-        """One operator as one worker request, traced as a tool call of the operator's name; `size` is its
-        number of items and whether a cap cut them. One refused before it starts is in the trace too."""
-        arguments = {key: op[key] for key in ("input", "instruction", "column") if key in op}
-        arguments |= {"items": size[0], "truncated": size[1], "policy": self.policy}
-        with ctx.tool_step(op["operator"], arguments) as step:
-            self._refuse_if_too_many(ctx, op, size[0])
-            request = {"type": "operator", "index": index, **op}
-            done = worker.request(request, self._timeout(ctx))
-            self._report(step, done, workdir)
-        return done
-
-    def _report(self, step: SystemStep, done: dict[str, Any], workdir: Path) -> None:
-        parse_errors = len(list((workdir / "parse-answer-errors").glob("*")))
-        physical = next((line.split("->")[1].strip() for line in done.get("plan", "").splitlines() if "->" in line), "")
-        errors = done["model_errors"]
-        counts = f"{done['model_calls']} model calls" + (f" ({len(errors)} failed)" if errors else "")
-        counts += f", {parse_errors} answers palimpzest could not parse" if parse_errors else ""
-        kept = f"{done['rows_out']} of {done['rows_in']} {done['input']} out"
-        step.content = f"{kept}; {counts}; {physical or 'no operator'}"
-        if done["budget_refused"]:
-            step.fail(f"a budget ran out: {done['budget_refused']}")
-        elif errors:
-            step.fail(f"{len(errors)} model calls failed: {errors[0]['error']}")
-        elif not done["success"]:
-            step.fail(done["error"] or "failed")
-
-    def _answer(
-        self, ctx: RunContext, plan: dict[str, Any], results: dict[str, list], touched: set[str], notes: list[str]
-    ) -> Answer:
-        limit = ctx.budgets.tool_result_max_chars
-        described = [f"{op['operator']} on {op['input']}: {op['instruction']}" for op in plan["operators"]]
-        parts = [ctx.task_prompt(), "Pipeline: " + ("; ".join(described) or "no operators"), *notes]
-        rows = render_rows(results["records"], limit)
-        parts.append(f"SQL result after the operators ({len(results['records'])} rows):\n{rows}")
-        if "documents" in touched:
-            passages = render_rows(results["documents"], limit)
-            parts.append(f"Document passages kept by the operators ({len(results['documents'])}):\n{passages}")
-        messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content="\n\n".join(parts))]
-        error = "no answer"
-        for _ in range(MAX_ANSWER_ATTEMPTS):
-            reply = ctx.generate(messages, ctx.tool_specs([ANSWER_TOOL]), tool_choice="required")
-            call = next((c for c in reply.message.tool_calls or [] if c.name == ANSWER_TOOL), None)
-            if call is None:
-                return ctx.answer_from_text(reply.message.content or "")
-            result = ctx.call_tool(ANSWER_TOOL, call.arguments)
-            if result.success:
-                return ctx.answer_from_tool(call.arguments)
-            error = result.error or result.content
-            refused = ANSWER_REFUSED.format(error=error)
-            messages += [reply.message, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
-        return Answer(status="no_answer", error=f"answer refused: {error}")
+def timeout(ctx: RunContext) -> float:
+    return ctx.budgets.wall_time_s + REPLY_MARGIN_S

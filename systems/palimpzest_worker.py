@@ -1,5 +1,5 @@
 """The Palimpzest worker: runs palimpzest 0.9.0 in its own virtual environment (`.venv-palimpzest`)
-for the `palimpzest` system (`systems/palimpzest.py`), which starts it and talks to it.
+for the `palimpzest` system (`systems/palimpzest_system.py`), which starts it and talks to it.
 
 It imports only the standard library and palimpzest's environment, never `data_agent_compare`
 (which is not installed there): `python palimpzest_worker.py`.
@@ -12,16 +12,15 @@ is sent to stderr, which the adapter keeps in a log file.
            | {"type": "fatal", "error": "..."}                                 the imports failed; it exits
 
     → {"type": "load", "workdir": DIR, "endpoint": {"base_url": URL, "api_key": KEY},
-       "settings": {"policy": "max_quality", "model": "GPT_4o_MINI", "max_workers": 4},
-       "datasets": {"records": [{column: value}, ...], "documents": [{"source", "heading", "text"}, ...]}}
-    ← {"type": "loaded", "sizes": {"records": N, "documents": M}, "columns": {"records": [...], ...}}
+       "settings": {"policy": "max_quality", "model": "GPT_4o_MINI", "max_workers": 4}}
+    ← {"type": "loaded"}                                         (one task: its endpoint, settings, folder)
 
-    → {"type": "operator", "index": I, "operator": "sem_filter" | "sem_map",
-       "input": "records" | "documents", "instruction": TEXT, "column": NAME (sem_map only)}
+    → {"type": "operator", "index": I, "operator": "sem_filter" | "sem_map", "input": TABLE NAME,
+       "instruction": TEXT, "column": NAME (sem_map only), "rows": [{column: value}, ...]}
     ← {"type": "operator_done", "index": I, "operator": ..., "input": ..., "success": bool,
        "error": TEXT | null, "budget_refused": TEXT | null, "rows_in": N, "rows_out": K,
-       "rows": [{column: value}, ...], "model_calls": C, "model_errors": [{"status": CODE, "error": TEXT}],
-       "plan": TEXT, "duration_s": S}
+       "rows": [{column: value}, ...], "columns": [NAME, ...], "model_calls": C,
+       "model_errors": [{"status": CODE, "error": TEXT}], "plan": TEXT, "duration_s": S}
 
     any request the worker cannot serve ← {"type": "error", "error": TEXT}
     end of stdin: the worker exits.
@@ -29,10 +28,10 @@ is sent to stderr, which the adapter keeps in a log file.
 Every reply also carries "network_attempts": the non-loopback connections and name look-ups the
 worker refused so far (with DAC_WORKER_NETWORK_GUARD=1, which the adapter always sets).
 
-Each `operator` request is one Palimpzest query over the current state of its dataset: a
-`MemoryDataset` of the dataset's rows, the semantic operator, `.run(QueryProcessorConfig(policy=...))`.
-Palimpzest's optimizer chooses the operator's physical implementation under the policy; the output
-replaces the dataset, so the next operator reads it. Queries run with `allow_rag_reduction=False`
+Each `operator` request is one Palimpzest query over the rows it carries (every row of the table the
+operator reads): a `MemoryDataset` of them, the semantic operator, `.run(QueryProcessorConfig(policy=...))`.
+Palimpzest's optimizer chooses the operator's physical implementation under the policy; "plan" is the
+plan it ran. Column names become identifiers (pydantic fields). Queries run with `allow_rag_reduction=False`
 (it needs OpenAI embeddings) and on text only (no CLIP). The model: a member of palimpzest's fixed
 `pz.Model` list, sent to `OPENAI_BASE_URL` (the gateway endpoint, which serves the run's model
 whatever the request names): palimpzest 0.9.0's `api_base` setting is broken.
@@ -42,7 +41,7 @@ call the gateway refuses with HTTP 402 (a budget ran out) is instead raised past
 `BudgetRefused`, a BaseException, and ends the operator with "budget_refused" set; later calls are
 refused at once without reaching the gateway. Other failed calls are listed in "model_errors" (with the
 HTTP status, null when there was no response): palimpzest would have dropped their rows silently, so
-the adapter fails the task instead.
+the adapter fails the operator instead.
 """
 
 from __future__ import annotations
@@ -62,7 +61,6 @@ from typing import Any
 GUARD_VARIABLE = "DAC_WORKER_NETWORK_GUARD"
 POLICIES = {"max_quality": "MaxQuality", "min_cost": "MinCost", "min_time": "MinTime"}
 OPERATORS = ("sem_filter", "sem_map")
-DATASETS = ("records", "documents")
 _IDENTIFIER = re.compile(r"[^0-9A-Za-z_]+")
 
 
@@ -194,7 +192,6 @@ class Worker:
         self.pz = pz
         self.attempts = attempts
         self.calls = MeteredCalls(litellm)
-        self.datasets: dict[str, list[dict[str, Any]]] = {name: [] for name in DATASETS}
         self.settings: dict[str, Any] = {}
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -213,12 +210,7 @@ class Worker:
         os.environ["OPENAI_API_KEY"] = endpoint["api_key"]
         self.settings = request.get("settings") or {}
         self.calls.refused = None
-        self.datasets = {name: identifier_rows(request["datasets"].get(name) or []) for name in DATASETS}
-        return {
-            "type": "loaded",
-            "sizes": {name: len(rows) for name, rows in self.datasets.items()},
-            "columns": {name: list(rows[0]) if rows else [] for name, rows in self.datasets.items()},
-        }
+        return {"type": "loaded"}
 
     def config(self) -> Any:
         pz = self.pz
@@ -234,10 +226,10 @@ class Worker:
         )
 
     def operator(self, request: dict[str, Any]) -> dict[str, Any]:
-        name, source = request["operator"], request["input"]
-        if name not in OPERATORS or source not in DATASETS:
-            return {"type": "error", "error": f"unknown operator {name!r} or input {source!r}"}
-        rows = self.datasets[source]
+        name, source = request["operator"], str(request.get("input", "rows"))
+        if name not in OPERATORS:
+            return {"type": "error", "error": f"unknown operator {name!r}; known: {', '.join(OPERATORS)}"}
+        rows = identifier_rows(request.get("rows") or [])
         reply: dict[str, Any] = {"type": "operator_done", "index": request.get("index"), "operator": name}
         reply |= {"input": source, "rows_in": len(rows), "success": True, "error": None, "budget_refused": None}
         self.calls.reset()
@@ -250,13 +242,13 @@ class Worker:
             reply |= {"success": False, "budget_refused": str(refused), "error": "a budget ran out"}
         except Exception as failure:
             reply |= {"success": False, "error": f"{type(failure).__name__}: {failure}"}
-        self.datasets[source] = output if reply["success"] else rows
         reply |= {"duration_s": time.monotonic() - start, "plan": plan, "rows": output if reply["success"] else []}
         reply |= {"rows_out": len(reply["rows"]), "model_calls": self.calls.calls, "model_errors": self.calls.errors}
+        reply["columns"] = list(reply["rows"][0]) if reply["rows"] else list(rows[0]) if rows else []
         return reply
 
     def run_query(self, name: str, rows: list[dict[str, Any]], request: dict[str, Any]) -> tuple[list[dict], str]:
-        dataset = self.pz.MemoryDataset(id=f"{request['input']}-{request.get('index', 0)}", vals=rows)
+        dataset = self.pz.MemoryDataset(id=f"{request.get('input', 'rows')}-{request.get('index', 0)}", vals=rows)
         if name == "sem_filter":
             dataset = dataset.sem_filter(request["instruction"])
         else:

@@ -17,11 +17,11 @@ from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.palimpzest_system import (
     PYTHON_VARIABLE,
     PalimpzestSystem,
-    document_chunks,
     refusal,
     worker_environment,
     worker_python,
 )
+from data_agent_compare.tools.documents import chunk_markdown, corpus_files
 
 from helpers import ROOT, load_tasks, no_network, run_task
 
@@ -33,10 +33,10 @@ EMBEDDED = {
 }
 STORES_SQL = 'SELECT "City Name", "State", "Type" FROM "Store Locations" ORDER BY "StoreID" LIMIT 40'
 PLAN = {
-    "query": {"sql": STORES_SQL},
+    "queries": [{"tool": "execute_sql", "arguments": {"sql": STORES_SQL}}],
     "operators": [
-        {"operator": "sem_filter", "input": "records", "instruction": "The {Type} of the store is City"},
-        {"operator": "sem_map", "input": "records", "column": "coast", "instruction": "The coast of the {State}"},
+        {"operator": "sem_filter", "input": "table_1", "instruction": "The {Type} of the store is City"},
+        {"operator": "sem_map", "input": "table_1", "column": "coast", "instruction": "The coast of the {State}"},
         {"operator": "sem_filter", "input": "documents", "instruction": "The passage defines a star store"},
     ],
 }
@@ -62,6 +62,13 @@ def store_rows() -> list[tuple]:
         return db.execute(STORES_SQL).fetchall()
 
 
+def document_chunks() -> list[dict]:
+    """The corpus's chunks, as `search_documents` indexes them (the table `documents`)."""
+    task = stores_task()
+    files = corpus_files([s for s in task.data if s.kind == "documents"], task.data_dir)
+    return [vars(c) for name, path in files for c in chunk_markdown(name, path.read_text("utf-8"))]
+
+
 def prompt_text(request: ModelRequest) -> str:
     return "\n".join(m.content or "" for m in request.messages)
 
@@ -73,6 +80,7 @@ class ScriptedPalimpzest:
     def __init__(self) -> None:
         self.filter_prompts: list[str] = []
         self.map_prompts: list[str] = []
+        self.answer_prompt = ""
 
     def __call__(self, request: ModelRequest, context: CallContext) -> Message:
         text = prompt_text(request)
@@ -86,6 +94,7 @@ class ScriptedPalimpzest:
         if "OUTPUT FIELDS" in text:
             self.map_prompts.append(text)
             return Message(role="assistant", content='REASONING: scripted.\nANSWER: {"coast": "none"}\n---')
+        self.answer_prompt = text
         return tool_call_message("answer", {"answer": "C"})
 
 
@@ -104,7 +113,7 @@ def test_palimpzest_worker_with_scripted_model_receives_every_row_and_its_calls_
 
     assert record["status"] == "completed", record["error"]
     rows, cities = store_rows(), [r for r in store_rows() if r[2] == "City"]
-    chunks = document_chunks(stores_task())
+    chunks = document_chunks()
     # Every row and every chunk reached palimpzest: one filter prompt each, one map prompt per row kept.
     record_filters = [p for p in model.filter_prompts if '"State"' in p.rsplit("CONTEXT:", 1)[-1]]
     assert len(record_filters) == len(rows) == 40
@@ -115,22 +124,24 @@ def test_palimpzest_worker_with_scripted_model_receives_every_row_and_its_calls_
     assert tools == [
         ("get_schema_info", None),
         ("execute_sql", None),
-        ("sem_filter", "records"),
-        ("sem_map", "records"),
+        ("sem_filter", "table_1"),
+        ("sem_map", "table_1"),
         ("sem_filter", "documents"),
         ("answer", None),
     ]
     operators = [s for s in steps(trace, "tool_call") if s["tool"].startswith("sem_")]
-    assert all(s["success"] and s["duration_s"] > 0 and s["arguments"]["policy"] == "max_quality" for s in operators)
-    assert [(s["arguments"]["items"], s["arguments"]["truncated"]) for s in operators] == [
+    assert all(s["success"] and s["duration_s"] > 0 for s in operators)
+    assert [(s["arguments"]["rows"], s["arguments"]["truncated"]) for s in operators] == [
         (40, False),
         (len(cities), False),
         (len(chunks), False),
     ]
-    assert operators[0]["result_summary"].startswith(f"{len(cities)} of 40 records out; 40 model calls")
-    assert operators[1]["result_summary"].startswith(f"{len(cities)} of {len(cities)} records out")
+    assert operators[0]["result_summary"].startswith(f"40 rows in, {len(cities)} out")
+    assert operators[1]["result_summary"].startswith(f"{len(cities)} rows in, {len(cities)} out")
     starred = [c for c in chunks if "star store" in c["text"].lower() or "star store" in c["heading"].lower()]
-    assert operators[2]["result_summary"].startswith(f"{len(starred)} of {len(chunks)} documents out")
+    assert operators[2]["result_summary"].startswith(f"{len(chunks)} rows in, {len(starred)} out")
+    # The answer step read the operators' output: the map's column on the kept rows.
+    assert "table_1: " + str(len(cities)) + " rows" in model.answer_prompt and "coast" in model.answer_prompt
     # The worker's model calls came through the gateway: metered, traced, counted in the record.
     calls = steps(trace, "model_call")
     worker_calls = [c for c in calls if c["via_http"]]
@@ -170,11 +181,11 @@ def test_palimpzest_with_scripted_model_does_not_start_an_operator_that_cannot_f
     model = ScriptedPalimpzest()
     record, trace, _ = run_task(tmp_path, scripted_model(model), stores_task(), "palimpzest", budgets={"max_steps": 30})
 
-    assert record["status"] == "max_steps" and "needs at least 40 model calls" in record["error"]
+    assert record["status"] == "max_steps" and "needs 40 model calls" in record["error"]
     assert model.filter_prompts == [] and record["model_calls"] == 1  # the plan only
     assert [s["tool"] for s in steps(trace, "tool_call")] == ["get_schema_info", "execute_sql", "sem_filter"]
     refused = steps(trace, "tool_call")[-1]  # in the trace, refused before it started
-    assert not refused["success"] and "needs at least 40" in refused["error"] and refused["arguments"]["items"] == 40
+    assert not refused["success"] and "needs 40" in refused["error"] and refused["arguments"]["rows"] == 40
 
 
 class FailingProvider(ScriptedPalimpzest):
@@ -187,22 +198,23 @@ class FailingProvider(ScriptedPalimpzest):
         return super().__call__(request, context)
 
 
-def test_palimpzest_with_scripted_model_ends_in_infra_error_when_the_provider_fails_under_the_worker(
+def test_palimpzest_with_scripted_model_fails_an_operator_whose_model_call_failed_instead_of_dropping_rows(
     tmp_path, scripted_model
 ):
-    """Palimpzest answers a failed call with "no": the task must not go on from rows dropped that way."""
+    """Palimpzest answers a failed call with "no": the operator fails, its table keeps every row, and the
+    answer step reads why."""
     needs_environment()
+    model = FailingProvider()
     budgets = {"max_steps": 500, "max_tokens": 10_000_000}
-    record, trace, _ = run_task(
-        tmp_path, scripted_model(FailingProvider()), stores_task(), "palimpzest", budgets=budgets
-    )
+    record, trace, _ = run_task(tmp_path, scripted_model(model), stores_task(), "palimpzest", budgets=budgets)
 
-    assert record["status"] == "infra_error", record["error"]
-    assert "1 model calls of operator sem_filter failed" in record["error"]
+    assert record["status"] == "completed", record["error"]
     operator = next(s for s in steps(trace, "tool_call") if s["tool"] == "sem_filter")
-    assert not operator["success"] and "1 model calls failed" in operator["error"]
+    assert not operator["success"] and "ModelError: 1 model calls of sem_filter failed" in operator["error"]
     assert [c["success"] for c in steps(trace, "model_call")].count(False) == 1
-    assert "answer" not in [s["tool"] for s in steps(trace, "tool_call")]
+    mapped = next(s for s in steps(trace, "tool_call") if s["tool"] == "sem_map")
+    assert mapped["arguments"]["rows"] == 40  # the failed filter dropped nothing
+    assert "operator 1 (sem_filter) failed" in model.answer_prompt
 
 
 def test_palimpzest_worker_environment_is_its_own_offline_and_without_keys(tmp_path, monkeypatch):
