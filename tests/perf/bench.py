@@ -1,0 +1,509 @@
+"""The suite's speed, as ratios measured in one run; regenerates the table in docs/PERFORMANCE.md.
+
+    .venv/bin/python tests/perf/bench.py [--quick] [--no-write] [--skip-local-model]
+
+Every figure is measured here, in this run, against a local OpenAI-compatible server started in its own
+process (`--serve`: headers and body in one write, TCP_NODELAY, a listen backlog of 1024), on the same
+machine as the suite, so each is a ratio of two things measured under the same load:
+
+- harness overhead per model call: `MeteredModel.generate` through the runner's provider wrapper (request
+  keying, retries, deadline, trace step) minus a bare POST with the same httpx client, interleaved call by
+  call, against a server that answers at once;
+- throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`) against a server that answers after
+  200 ms, as a fraction of the ideal N / 0.2 s, and as a multiple of one task at a time (FDABench's
+  reference harness runs tasks sequentially: the anchor);
+- a 10,000-unit DBGorilla run (315 queries × 32 epochs, the 40-query sample replicated under distinct ids)
+  through the `compare` command: wall time, peak memory, size of the run directory;
+- `compare --help` and `compare score` on 2,520 DBGorilla predictions (beyond start-up);
+- the embedded model's decode+sample speed through the suite (`LocalLlamaProvider`) as a fraction of
+  llama-cpp-python called directly with the same prompt, grammar and settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "PERFORMANCE.md"
+SAMPLE = ROOT / "tests" / "fixtures" / "dbgorilla" / "queries-sample.json"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+LATENCY_S = 0.2
+IN_FLIGHT = [1, 8, 64, 256]
+WAVES = 8  # units per in-flight slot in a throughput run: ideal time = WAVES × LATENCY_S
+
+# ---------------------------------------------------------------- the fake server (its own process)
+
+
+def completion_body() -> bytes:
+    """A complete chat completion that calls DBGorilla's `query_database` (the unit's prediction)."""
+    arguments = json.dumps({"collection_name": "Restaurants", "search_query": "romantic dinner"})
+    function = {"name": "query_database", "arguments": arguments}
+    call = {"index": 0, "id": "call_0", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
+    return json.dumps(
+        {
+            "id": "gen-bench",
+            "object": "chat.completion",
+            "created": 1732300000,
+            "model": "fake",
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": message}],
+            "usage": {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320},
+        }
+    ).encode()
+
+
+def serve(port_file: Path, latency_s: float) -> None:
+    body = completion_body()
+    reply = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if latency_s:
+                time.sleep(latency_s)
+            self.wfile.write(reply)  # status line, headers and body in one write
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 1024
+        daemon_threads = True
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):  # a client closing its pool is no error
+                super().handle_error(request, client_address)
+
+    server = Server(("127.0.0.1", 0), Handler)
+    port_file.write_text(str(server.server_address[1]))
+    server.serve_forever()
+
+
+@contextmanager
+def fake_server(latency_s: float) -> Iterator[str]:
+    """The base URL of a fake server in a child process, answering after `latency_s`."""
+    with tempfile.TemporaryDirectory() as folder:
+        port_file = Path(folder) / "port"
+        child = subprocess.Popen([sys.executable, __file__, "--serve", str(port_file), "--latency", str(latency_s)])
+        try:
+            while not port_file.exists() or not port_file.read_text():
+                if child.poll() is not None:
+                    raise RuntimeError("the fake server did not start")
+                time.sleep(0.05)
+            yield f"http://127.0.0.1:{port_file.read_text()}/v1"
+        finally:
+            child.terminate()
+            child.wait(10)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def replicated_queries(folder: Path, count: int) -> Path:
+    """The 40-query DBGorilla sample replicated to `count` queries with distinct ids."""
+    sample = json.loads(SAMPLE.read_text())
+    rows = [{**sample[i % len(sample)], "index": 100_000 + i} for i in range(count)]
+    path = folder / f"queries-{count}.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def timed(command: list[str], **options: Any) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, **options)
+    return time.perf_counter() - start
+
+
+def compare_command() -> list[str]:
+    return [str(Path(sys.executable).with_name("compare"))]
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------- 1. harness overhead per model call
+
+
+def overhead(calls: int) -> dict[str, float]:
+    from data_agent_compare.app.runner import UnitRecorder
+    from data_agent_compare.compare import Budgets, Message, ModelConfig, Trace
+    from data_agent_compare.compare.model import MeteredModel, ModelRequest, ToolSpec
+    from data_agent_compare.providers.cache import KeyedProvider
+    from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
+    from data_agent_compare.providers.openai_protocol import request_to_openai
+
+    tool = ToolSpec(name="query_database", description="Query.", parameters={"type": "object", "properties": {}})
+    messages = [Message(role="user", content="Which restaurants are open now? " * 20)]
+    with fake_server(0.0) as base_url:
+        config = ModelConfig(alias="fake", provider="openai-compatible", model_id="fake", base_url=base_url)
+        provider = OpenAIHTTPProvider()
+        body = request_to_openai(ModelRequest(messages=messages, tools=[tool]), "fake")
+        url = base_url + "/chat/completions"
+        direct, harness = [], []
+        for index in range(calls + 50):  # the first 50 of each warm the connection and the code
+            start = time.perf_counter()
+            reply = provider._client.post(url, json=body)
+            json.loads(reply.content)
+            direct_s = time.perf_counter() - start
+            trace = Trace(task_id="t", system="s", model="fake")
+            recorder = UnitRecorder(trace, Budgets(), KeyedProvider(provider), None)
+            model = MeteredModel(config, recorder.provider, recorder, system="s")
+            start = time.perf_counter()
+            model.generate(messages, [tool])
+            harness_s = time.perf_counter() - start
+            if index >= 50:
+                direct.append(direct_s)
+                harness.append(harness_s)
+    return {
+        "direct_median_ms": 1e3 * statistics.median(direct),
+        "harness_median_ms": 1e3 * statistics.median(harness),
+        "overhead_median_ms": 1e3 * (statistics.median(harness) - statistics.median(direct)),
+        "overhead_p99_ms": 1e3 * (percentile(harness, 99) - percentile(direct, 99)),
+        "calls": calls,
+    }
+
+
+# ---------------------------------------------------------------- 2. throughput by calls in flight
+
+
+def run_units(base_url: str, queries: Path, out: Path, concurrency: int, units: int) -> float:
+    """Wall time of `units` DBGorilla units through the runner (the CLI's path without its start-up)."""
+    from data_agent_compare.app.config import load_run_config
+    from data_agent_compare.app.runner import execute, plan_run
+
+    tasks = len(json.loads(queries.read_text()))
+    epochs = -(-units // tasks)
+    overrides = {
+        "workflows": ["tool_use"],
+        "models": ["openai-compatible:fake"],
+        "base_url": base_url,
+        "benchmark": "dbgorilla",
+        "tasks_path": str(queries),
+        "limit": min(tasks, units),
+        "epochs": epochs,
+        "concurrency": concurrency,
+        "out": str(out),
+    }
+    plan = plan_run(load_run_config(None, overrides))
+    start = time.perf_counter()
+    execute(plan)
+    return time.perf_counter() - start
+
+
+def bare_calls(base_url: str, in_flight: int, waves: int) -> float:
+    """Wall time of `in_flight` threads each POSTing `waves` times with the providers' httpx client: what
+    this machine's client and server allow at that concurrency, without the harness."""
+    from data_agent_compare.providers.http_deadline import deadline_client
+
+    client = deadline_client()
+    body = {"model": "fake", "messages": [{"role": "user", "content": "Which restaurants are open now? " * 20}]}
+
+    def worker() -> None:
+        for _ in range(waves):
+            json.loads(client.post(base_url + "/chat/completions", json=body).content)
+
+    threads = [threading.Thread(target=worker) for _ in range(in_flight)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    client.close()
+    return wall
+
+
+def throughput(folder: Path, waves: int) -> list[dict[str, float]]:
+    queries = replicated_queries(folder, 315)
+    rows = []
+    with fake_server(LATENCY_S) as base_url:
+        run_units(base_url, queries, folder / "warm", 8, 16)  # imports, connections
+        for in_flight in IN_FLIGHT:
+            units = in_flight * waves
+            wall = run_units(base_url, queries, folder / f"c{in_flight}", in_flight, units)
+            bare = bare_calls(base_url, in_flight, waves)
+            rows.append({"in_flight": in_flight, "units": units, "wall_s": wall, "bare_wall_s": bare})
+    for row in rows:
+        ideal = row["in_flight"] / LATENCY_S
+        row["units_per_s"] = row["units"] / row["wall_s"]
+        row["fraction_of_ideal"] = row["units_per_s"] / ideal
+        row["bare_fraction_of_ideal"] = row["units"] / row["bare_wall_s"] / ideal
+        row["vs_one_at_a_time"] = row["units_per_s"] / rows[0]["units"] * rows[0]["wall_s"]
+    return rows
+
+
+# ---------------------------------------------------------------- 3. a 10,000-unit run through `compare`
+
+
+def big_run(folder: Path, epochs: int, concurrency: int) -> dict[str, float]:
+    queries = replicated_queries(folder, 315)
+    out = folder / "big"
+    with fake_server(LATENCY_S) as base_url:
+        flags = ["--workflows", "tool_use", "--models", "openai-compatible:fake", "--base-url", base_url]
+        flags += ["--benchmark", "dbgorilla", "--tasks-path", str(queries), "--epochs", str(epochs)]
+        flags += ["--concurrency", str(concurrency), "--out", str(out)]
+        probe = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True);"
+        probe += " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", probe, *compare_command(), *flags], capture_output=True, text=True)
+        wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"the 10,000-unit run failed: {done.stderr[-2000:]}")
+    units = sum(1 for _ in (out / "results.jsonl").open())
+    manifest = json.loads((out / "manifest.json").read_text())
+    started, finished = (datetime.fromisoformat(manifest[key]) for key in ("started_at", "finished_at"))
+    run_s = (finished - started).total_seconds()
+    return {
+        "units": units,
+        "concurrency": concurrency,
+        "wall_s": wall,
+        "run_s": run_s,
+        "fraction_of_ideal": (units / run_s) / (concurrency / LATENCY_S),
+        "peak_rss_mib": int(done.stdout.split()[-1]) / 1024,
+        "run_dir_mib": dir_size(out) / 2**20,
+        "files": sum(1 for p in out.rglob("*") if p.is_file()),
+    }
+
+
+# ---------------------------------------------------------------- 4. start-up and scoring
+
+
+def startup_and_score(folder: Path, repeats: int) -> dict[str, float]:
+    queries = replicated_queries(folder, 2520)
+    rng = random.Random(0)
+    rows = json.loads(queries.read_text())
+    predictions = folder / "predictions.jsonl"
+    with predictions.open("w") as sink:
+        for row in rows:
+            predicted = row["query"] if rng.random() < 0.6 else None
+            sink.write(json.dumps({"task_id": f"dbgorilla-{row['index']}", "predicted_query": predicted}) + "\n")
+    score = [*compare_command(), "score", "--benchmark", "dbgorilla", "--tasks", str(queries)]
+    score += ["--predictions", str(predictions)]
+    bare, help_, scoring = [], [], []
+    for _ in range(repeats):  # interleaved, so that the machine's load falls on all three alike
+        bare.append(timed([sys.executable, "-c", "pass"]))
+        help_.append(timed([*compare_command(), "--help"]))
+        scoring.append(timed(score, env={**os.environ, "COLUMNS": "200"}))
+    return {
+        "python_s": statistics.median(bare),
+        "help_s": statistics.median(help_),
+        "score_s": statistics.median(scoring),
+        "score_beyond_startup_s": statistics.median(scoring) - statistics.median(help_),
+    }
+
+
+# ---------------------------------------------------------------- 5. the embedded model
+
+
+def local_model(repeats: int, max_tokens: int) -> dict[str, float]:
+    """Decode+sample seconds per generated token: the provider's `complete` vs llama-cpp-python's
+    `create_completion` with the same prompt, grammar (from the same JSON schema), temperature 0 and
+    seed, both from an empty KV cache; prompt evaluation (llama.cpp's own counter) subtracted."""
+    import llama_cpp
+
+    from data_agent_compare.compare import Message, ModelConfig, ToolSettings
+    from data_agent_compare.compare.model import CallContext, ModelRequest
+    from data_agent_compare.compare.prompt import task_prompt
+    from data_agent_compare.compare.trace import Phase
+    from data_agent_compare.providers import local
+    from data_agent_compare.tasks.bundled import BundledBenchmark
+
+    bench = BundledBenchmark()
+    task = bench.prepare(bench.load())[0]
+    specs = [tool.spec() for tool in bench.tools(task, ToolSettings())]
+    request = ModelRequest(
+        messages=[Message(role="user", content=task_prompt(task.for_agent()))],
+        tools=specs,
+        tool_choice="required",
+        max_output_tokens=max_tokens,
+        temperature=0.0,
+    )
+    config = ModelConfig(alias="local", provider="local", model_id="gemma-3-270m")
+    provider = local.LocalLlamaProvider()
+    llama = provider._load(config)
+    schema = local.output_schema(request)
+    prompt = local.fit_prompt(local.render_blocks(request, schema), llama.count_tokens, llama.n_ctx() - max_tokens)
+    grammar = local._grammar(json.dumps(schema))
+    context = CallContext(task_id="t", system="s", model="local", phase=Phase.DECISION)
+
+    def decode_s_per_token(call: Callable[[], int]) -> float:
+        llama.reset()
+        llama._ctx.kv_cache_clear()
+        llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
+        start = time.perf_counter()
+        tokens = call()
+        total = time.perf_counter() - start
+        prompt_s = llama_cpp.llama_perf_context(llama._ctx.ctx).t_p_eval_ms / 1e3
+        return (total - prompt_s) / tokens
+
+    def suite() -> int:
+        return provider.complete(request, config, timeout_s=600, context=context).usage.output_tokens
+
+    def direct() -> int:
+        out = llama.create_completion(prompt, grammar=grammar, temperature=0.0, max_tokens=max_tokens, seed=0)
+        return out["usage"]["completion_tokens"]
+
+    suite(), direct()  # warm
+    ours, theirs = [], []
+    for _ in range(repeats):
+        ours.append(decode_s_per_token(suite))
+        theirs.append(decode_s_per_token(direct))
+    provider.close()
+    return {
+        "suite_ms_per_token": 1e3 * statistics.median(ours),
+        "direct_ms_per_token": 1e3 * statistics.median(theirs),
+        "speed_ratio": statistics.median(theirs) / statistics.median(ours),
+    }
+
+
+# ---------------------------------------------------------------- the table
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = ["| measure | result | target | |", "|---|---|---|---|"]
+    o = results.get("overhead")
+    if o:
+        lines.append(
+            f"| harness overhead per model call, median (p99) | {o['overhead_median_ms']:.2f} ms "
+            f"({o['overhead_p99_ms']:.2f} ms) over a bare POST of {o['direct_median_ms']:.2f} ms | < 1 ms median "
+            f"| {verdict(o['overhead_median_ms'] < 1)} |"
+        )
+    targets = {64: 0.9, 256: 0.8}
+    for row in results.get("throughput", []):
+        target = targets.get(row["in_flight"])
+        lines.append(
+            f"| throughput at {row['in_flight']} in flight (200 ms calls, {row['units']} units) | "
+            f"{row['units_per_s']:.1f} units/s = {row['fraction_of_ideal']:.2f} of ideal, "
+            f"{row['vs_one_at_a_time']:.1f}× one task at a time (bare client and server alone: "
+            f"{row['bare_fraction_of_ideal']:.2f} of ideal) | {f'≥ {target}' if target else '–'} | "
+            f"{verdict(row['fraction_of_ideal'] >= target) if target else ''} |"
+        )
+    b = results.get("big_run")
+    if b:
+        lines.append(
+            f"| {b['units']:,}-unit DBGorilla run, {b['concurrency']} in flight (200 ms calls) | "
+            f"{b['wall_s']:.0f} s wall ({b['run_s']:.0f} s in the run, {b['fraction_of_ideal']:.2f} of ideal), "
+            f"peak {b['peak_rss_mib']:.0f} MiB, run directory {b['run_dir_mib']:.0f} MiB in {b['files']:,} files "
+            f"| < 1 GiB | {verdict(b['peak_rss_mib'] < 1024)} |"
+        )
+    s = results.get("startup")
+    if s:
+        lines.append(
+            f"| `compare --help` | {s['help_s']:.2f} s ({s['help_s'] / s['python_s']:.1f}× a bare "
+            f"`python -c pass`, {s['python_s']:.2f} s) | < 0.5 s | {verdict(s['help_s'] < 0.5)} |"
+        )
+        lines.append(
+            f"| `compare score`, 2,520 DBGorilla predictions, beyond start-up | {s['score_beyond_startup_s']:.2f} s "
+            f"({s['score_s']:.2f} s in all) | < 0.5 s | {verdict(s['score_beyond_startup_s'] < 0.5)} |"
+        )
+    m = results.get("local_model")
+    if m:
+        lines.append(
+            f"| embedded model, decode+sample through the suite vs llama-cpp-python directly (same grammar) | "
+            f"{m['speed_ratio']:.2f}× its speed ({m['suite_ms_per_token']:.0f} vs {m['direct_ms_per_token']:.0f} "
+            f"ms/token) | ≥ 0.95 | {verdict(m['speed_ratio'] >= 0.95)} |"
+        )
+    machine = results["machine"]
+    lines += [
+        "",
+        f"Measured {machine['date']} by `tests/perf/bench.py` on {machine['cores']} cores, {machine['python']}, "
+        f"load average {machine['load_before']} before and {machine['load_after']} after ({machine['seconds']:.0f} s). "
+        f"{machine['note']}",
+    ]
+    return "\n".join(lines)
+
+
+def write_doc(text: str) -> None:
+    document = DOC.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    DOC.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}\n{END}", document), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="fewer calls, waves and epochs (a smoke run)")
+    parser.add_argument("--no-write", action="store_true", help="print the table, leave docs/PERFORMANCE.md")
+    parser.add_argument("--skip-local-model", action="store_true")
+    parser.add_argument("--note", default="The machine is shared: other jobs ran beside this one.")
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.latency)
+        return
+    started, load_before = time.perf_counter(), os.getloadavg()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-") as name:
+        folder = Path(name)
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("startup", lambda: startup_and_score(folder, 3 if args.quick else 5)),
+            ("overhead", lambda: overhead(200 if args.quick else 2000)),
+            ("throughput", lambda: throughput(folder, 2 if args.quick else WAVES)),
+            ("big_run", lambda: big_run(folder, 2 if args.quick else 32, 64)),
+        ]
+        if not args.skip_local_model:
+            steps.append(("local_model", lambda: local_model(2 if args.quick else 3, 48)))
+        for key, step in steps:
+            print(f"bench: {key} ...", file=sys.stderr, flush=True)
+            results[key] = step()
+            print(json.dumps(results[key], indent=1), file=sys.stderr, flush=True)
+            shutil.rmtree(folder / "big", ignore_errors=True)
+    load_after = os.getloadavg()
+    results["machine"] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cores": os.cpu_count(),
+        "python": f"Python {platform.python_version()}",
+        "load_before": f"{load_before[0]:.1f}",
+        "load_after": f"{load_after[0]:.1f}",
+        "seconds": time.perf_counter() - started,
+        "note": args.note,
+    }
+    text = table(results)
+    print(text)
+    if not args.no_write:
+        write_doc(text)
+        print(f"wrote {DOC}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # 256 in flight: sockets and trace files at once
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(4096, hard)), hard))
+    main()
