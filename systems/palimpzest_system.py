@@ -359,7 +359,7 @@ class PalimpzestSystem(SemanticOperatorSystem):
     def open(self, run: OperatorRun) -> Iterator[None]:
         """A warm worker for the task's operators, pointed at its endpoint, working in its scratch folder."""
         worker = self.pool().acquire(worker_python())
-        healthy = False
+        healthy = True  # a request either got its reply or killed the worker: it is in step for the next task
         try:
             worker.wait_ready()
             load = {"type": "load", "workdir": str(Path(run.workdir) / "palimpzest"), "settings": self.settings()}
@@ -367,7 +367,9 @@ class PalimpzestSystem(SemanticOperatorSystem):
             worker.request(load, timeout(run.ctx))
             run.state["worker"] = worker
             yield
-            healthy = True
+        except BaseException as stopped:  # a budget stop or a failed worker keeps it (if alive); Ctrl-C may
+            healthy = isinstance(stopped, Exception)  # have come between a request and its reply
+            raise
         finally:
             self._release(worker, healthy=healthy)
 
