@@ -20,13 +20,16 @@ import os
 import signal
 import sys
 from collections import Counter
+from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from ..compare.benchmark import BENCHMARKS, Benchmark, BenchmarkError, TaskLoadError, TaskLoadErrors, create_benchmark
 from ..compare.model import PROVIDERS
@@ -100,6 +103,12 @@ def main_command(
     epochs: Annotated[int | None, typer.Option(help="Runs of each task (for pass@k).")] = None,
     hints: Annotated[bool | None, typer.Option("--hints", help="DAB: dataset descriptions with hints.")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="Where units run: thread (default), process (worker processes) or ray.")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="--executor ray: the Ray cluster to join (default: start a local one).")
+    ] = None,
     out: Annotated[str | None, typer.Option(help="Run directory (default runs/<time>-<benchmark>).")] = None,
     judge: Annotated[str | None, typer.Option(help="Model alias that judges report rubrics.")] = None,
     postgres_url: Annotated[
@@ -142,6 +151,8 @@ def main_command(
         "epochs": epochs,
         "hints": hints,
         "concurrency": concurrency,
+        "executor": executor,
+        "ray_address": ray_address,
         "out": out,
         "judge": judge,
         "postgres_url": postgres_url,
@@ -199,7 +210,7 @@ def _refuse_other_flags(ctx: typer.Context, mode: str) -> None:
 
 
 def _run(plan: RunPlan, resume: bool) -> int:
-    from .runner import RunWriteError, execute
+    from .runner import RunProgress, RunWriteError, execute
 
     units = len(list(plan.units()))
     console.print(
@@ -207,14 +218,18 @@ def _run(plan: RunPlan, resume: bool) -> int:
         f" × {plan.config.epochs} epochs = {units} units → {plan.run_dir}",
         highlight=False,
     )
-    for warning in [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan)]:
+    from .executors import executor_warnings
+
+    for warning in [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan), *executor_warnings(plan)]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     try:
         already = len(read_records(plan.run_dir)[0]) if resume else 0
     except RunLogError as problem:
         raise fail(str(problem)) from None
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=console, transient=False) as progress:
+    counts = RunProgress(total=units, done=already)
+    last_unit = TextColumn("{task.description}", table_column=Column(max_width=48, no_wrap=True, overflow="ellipsis"))
+    columns = [last_unit, BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn()]
+    with RunProgressDisplay(counts, *columns, console=console, transient=False) as progress:
         bar = progress.add_task("running", total=units, completed=already)
 
         def on_result(record: ResultRecord) -> None:
@@ -225,7 +240,7 @@ def _run(plan: RunPlan, resume: bool) -> int:
 
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            execute(plan, on_result=on_result, resume=resume)
+            execute(plan, on_result=on_result, resume=resume, progress=counts)
         except (ConfigError, RunLogError) as problem:
             raise fail(str(problem)) from None
         except (KeyboardInterrupt, RunWriteError) as stop:
@@ -239,6 +254,33 @@ def _run(plan: RunPlan, resume: bool) -> int:
     if errors:
         console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
     return 1 if errors else 0
+
+
+class RunProgressDisplay(Progress):
+    """The progress bar (last unit, bar, units done of all, elapsed) and under it one line of the run's
+    counts: in flight, failed, retries, tokens, cost and the ETA (`progress_line`)."""
+
+    def __init__(self, counts: Any, *columns: Any, **options: Any) -> None:  # counts: a runner.RunProgress
+        self.counts = counts  # before Progress.__init__, which renders once
+        super().__init__(*columns, **options)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        yield Text(progress_line(self.counts), style="progress.data", no_wrap=True, overflow="ellipsis")
+
+
+def progress_line(counts: Any) -> str:
+    """`2 in flight · 1 failed · 3 retries · 12.3k tok · $0.0123 · ETA 0:00:25` (a runner.RunProgress)."""
+    eta = counts.eta_s()
+    parts = [
+        f"{counts.in_flight} in flight",
+        f"{counts.failed} failed",
+        f"{counts.retries} retries",
+        f"{counts.tokens / 1000:.1f}k tok",
+        f"${counts.cost_usd:.4f}",
+        "ETA " + ("–" if eta is None else str(timedelta(seconds=round(eta)))),
+    ]
+    return " · ".join(parts)
 
 
 def _sandbox_warnings(plan: RunPlan) -> list[str]:
@@ -256,12 +298,12 @@ def _sandbox_warnings(plan: RunPlan) -> list[str]:
 def _stop(plan: RunPlan, stop: BaseException) -> None:
     """One line on how the run stopped and how to finish it; exit without joining threads that may
     still be inside a model call."""
-    from .runner import RunWriteError
+    from .runner import RunWriteError, WorkerLost
 
     finish = f"results so far are in {plan.run_dir}. Finish with: compare --resume --out {plan.run_dir}"
     if isinstance(stop, RunWriteError):
         console.print(f"error: {stop}; {finish}", highlight=False, soft_wrap=True, markup=False)
-        code = EXIT_WRITE_FAILED
+        code = 1 if isinstance(stop, WorkerLost) else EXIT_WRITE_FAILED
     else:
         why = "stopped by SIGTERM" if isinstance(stop, Terminated) else "interrupted"
         console.print(f"{why}; {finish}", highlight=False, soft_wrap=True, markup=False)

@@ -14,12 +14,13 @@ import importlib.resources
 import os
 import runpy
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..compare.benchmark import BENCHMARKS
+from ..compare.limits import RateLimit
 from ..compare.model import PROVIDERS, ModelConfig, RetrySettings
 from ..compare.registry import RegistryError
 from ..compare.tool import ToolSettings
@@ -66,6 +67,10 @@ class RunConfig(BaseModel):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     retries: RetrySettings = Field(default_factory=RetrySettings)  # every model call, every provider
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    # Requests/tokens per minute by provider name or model alias (`compare/limits.py`).
+    limits: dict[str, RateLimit] = Field(default_factory=dict)
+    executor: Literal["thread", "process", "ray"] = "thread"  # where units run (`app/executors.py`)
+    ray_address: str | None = None  # `--executor ray`: a cluster to join; None starts a local one
 
     def benchmark_options(self) -> dict[str, Any]:
         """The settings a benchmark may use (`Benchmark.__init__`)."""
@@ -193,6 +198,26 @@ def resolve_models(names: list[str], run: RunConfig) -> list[ModelConfig]:
             raise ConfigError(f"model {name!r}: unknown provider {model.provider!r}; registered providers: {known}")
         resolved.append(model)
     return resolved
+
+
+def check_executor(run: RunConfig) -> None:
+    """`ray_address` means nothing without the Ray executor: refused rather than ignored."""
+    if run.ray_address and run.executor != "ray":
+        raise ConfigError(f"--ray-address (ray_address) needs --executor ray (the executor is {run.executor!r})")
+
+
+def check_limits(run: RunConfig) -> None:
+    """Each key of `limits:` must name a registered provider or a model alias (a typo limits nothing)."""
+    if not run.limits:
+        return
+    table = load_model_table() | (load_model_table(Path(run.models_file)) if run.models_file else {})
+    known = set(PROVIDERS.names()) | set(table) | set(run.models)
+    unknown = [key for key in run.limits if key not in known]
+    if unknown:
+        raise ConfigError(
+            f"limits: {', '.join(map(repr, unknown))} is neither a provider nor a model alias; "
+            f"providers: {', '.join(PROVIDERS.names())}; aliases: {', '.join(sorted(table))}"
+        )
 
 
 def _ad_hoc_model(name: str, run: RunConfig) -> ModelConfig:

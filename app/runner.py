@@ -17,21 +17,24 @@ import contextlib
 import hashlib
 import json
 import platform
+import statistics
 import subprocess
 import threading
 import time
 import traceback
 import uuid
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..compare import __version__
 from ..compare.benchmark import Benchmark, BenchmarkError, create_benchmark
 from ..compare.context import EndpointFactory, RunContext
+from ..compare.limits import RateLimitedProvider, RateLimiter
 from ..compare.model import MeteredModel, ModelConfig, ModelError, ModelProvider, get_provider
 from ..compare.registry import RegistryError
 from ..compare.runlog import (
@@ -60,7 +63,7 @@ from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog, ReplayProvider
 from ..tools import prepare_tools
 from ..tools.python_sandbox import sandbox_mode
-from .config import ConfigError, RunConfig, load_plugins, missing_api_keys, resolve_models
+from .config import ConfigError, RunConfig, check_executor, check_limits, load_plugins, missing_api_keys, resolve_models
 
 
 class MissingKeyError(ConfigError):
@@ -70,6 +73,11 @@ class MissingKeyError(ConfigError):
 class RunWriteError(Exception):
     """The run directory could not be written (a full disk, a read-only folder): the run stopped.
     What was written is kept; `--resume` finishes the run once the cause is fixed."""
+
+
+class WorkerLost(RunWriteError):
+    """A worker process or Ray worker died (killed, out of memory): the run stopped; what was written is
+    kept and `--resume` finishes the run."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,15 @@ class RunPlan:
     run_dir: Path
     judge: ModelConfig | None = None  # the LLM judge of report rubrics, metered apart from the systems
     replay: ReplayLog | None = None  # `--replay`: a recorded run's responses instead of the models
+    limit_share: float = 1.0  # this process's share of every rate limit (1/workers in a worker process)
+    _limiter: RateLimiter | None = field(default=None, repr=False)
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """This process's rate limits (`limits:`), shared by all its units; None without limits."""
+        if self._limiter is None and self.config.limits:
+            self._limiter = RateLimiter(self.config.limits, self.limit_share)
+        return self._limiter
 
     @property
     def cache(self) -> ResponseCache | None:
@@ -121,6 +138,8 @@ def plan_run(config: RunConfig) -> RunPlan:
     """Resolve and validate everything before the first model call; raises ConfigError."""
     models = resolve_models(config.models, config)
     judge = resolve_models([config.judge], config)[0] if config.judge else None
+    check_executor(config)
+    check_limits(config)
     missing = missing_api_keys([*models, judge] if judge else models)
     if missing:
         lines = [f"  {var} (needed by {', '.join(aliases)})" for var, aliases in missing.items()]
@@ -208,6 +227,12 @@ JUDGE_BUDGETS = Budgets(max_steps=12, max_tokens=400_000, wall_time_s=900.0)
 Journal = Callable[[ModelCallStep], None]
 
 
+class SpendSink(Protocol):
+    """Where a unit's model calls are journaled: the run's `RunLogWriter`, or a worker's own appender."""
+
+    def spent(self, call: SpentCall) -> None: ...
+
+
 class UnitRecorder(TraceRecorder):
     """A unit's trace recorder that keys each model call (`KeyedProvider.annotate`) and journals it as it
     finishes, so the calls of a unit interrupted before its record are still counted."""
@@ -251,7 +276,7 @@ class Attempts:
         with self._lock:
             self._running.pop(attempt, None)
 
-    def journal_in_flight(self, writer: RunLogWriter) -> None:
+    def journal_in_flight(self, writer: SpendSink) -> None:
         with self._lock:
             running = list(self._running.items())
         for attempt, (unit, recorders) in running:
@@ -268,7 +293,7 @@ def _spent(attempt: str, unit: Unit, role: str, step: ModelCallStep | None = Non
     return SpentCall.model_validate({**fields, "epoch": epoch, "role": role, "in_flight": in_flight})
 
 
-def _journal(writer: RunLogWriter | None, attempt: str, unit: Unit, role: str) -> Journal | None:
+def _journal(writer: SpendSink | None, attempt: str, unit: Unit, role: str) -> Journal | None:
     if writer is None:
         return None
 
@@ -283,7 +308,7 @@ def run_unit(
     unit: Unit,
     plan: RunPlan,
     endpoint: EndpointFactory | None = None,
-    writer: RunLogWriter | None = None,
+    writer: SpendSink | None = None,
     attempts: Attempts | None = None,
 ) -> tuple[ResultRecord, Trace, Trace | None]:
     """Run one task with one system and model, then score it; never raises for failures of the system.
@@ -320,6 +345,9 @@ def _provider_for(unit: Unit, plan: RunPlan, model: ModelConfig, role: str) -> K
     if plan.replay is not None:
         return plan.replay.provider(unit.key, "judge" if role == "judge" else "system")
     inner = get_provider(model.provider)
+    limiter = plan.limiter
+    if limiter is not None and limiter.applies_to(model):  # under the cache: a cached call takes no capacity
+        inner = RateLimitedProvider(inner, limiter)
     cache = plan.cache
     return CachingProvider(inner, cache, unit.epoch) if cache is not None else KeyedProvider(inner)
 
@@ -605,7 +633,13 @@ def resumed_config(out: str, **given: str | None) -> RunConfig:
 ProgressCallback = Callable[[ResultRecord], None]
 
 
-def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume: bool = False) -> Manifest:
+def execute(
+    plan: RunPlan,
+    *,
+    on_result: ProgressCallback | None = None,
+    resume: bool = False,
+    progress: RunProgress | None = None,
+) -> Manifest:
     """Run every unit not yet in the run directory, holding its lock; returns the final manifest.
     Raises RunDirBusy (a RunLogError) when another process holds the run directory."""
     lock = RunDirLock(plan.run_dir)
@@ -615,12 +649,12 @@ def execute(plan: RunPlan, *, on_result: ProgressCallback | None = None, resume:
         why = failure.strerror or str(failure)
         raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
     try:
-        return _execute(plan, on_result, resume)
+        return _execute(plan, on_result, resume, progress)
     finally:
         lock.release()
 
 
-def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) -> Manifest:
+def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, progress: RunProgress | None) -> Manifest:
     existing, _ = read_records(plan.run_dir)
     if existing and not resume:
         raise ConfigError(f"{plan.run_dir} already holds results; use --resume to finish it or another --out")
@@ -643,16 +677,20 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool) ->
         writer.write_manifest(manifest)
         done = {record.key for record in existing}
         pending = [u for u in plan.units() if u.key not in done]
-        manifest.model_load_s = {} if plan.replay else _prepare_models(plan)  # a replay loads no model
+        # A replay loads no model; worker processes load their own (`app/executors.py`).
+        manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else _prepare_models(plan)
         manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools)  # the embedding model, indexes
         # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
         units = [(u.system, u.model, u.task) for u in pending]
         prepare_systems(plan.systems, units, plan.config.tools, plan.run_dir, manifest.systems, _setup_provider(plan))
-        _run_pending(plan, pending, writer, on_result, endpoint.open_session)
+        _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
         manifest.status = "interrupted"
         raise
+    except BrokenExecutor as lost:  # a worker process died: its unit and those in flight run again on --resume
+        manifest.status = "failed"
+        raise WorkerLost(f"a worker died, the run stopped ({type(lost).__name__}: {lost})") from lost
     except OSError as failure:  # the run directory cannot be written: stop, keep what is there
         manifest.status = "failed"
         why = failure.strerror or str(failure)
@@ -682,26 +720,33 @@ def _run_pending(
     writer: RunLogWriter,
     on_result: ProgressCallback | None,
     endpoint: EndpointFactory,
+    progress: RunProgress | None = None,
 ) -> None:
-    pool = ThreadPoolExecutor(max_workers=plan.config.concurrency, thread_name_prefix="unit")
-    queue = iter(pending)
-    running: set[Future[tuple[ResultRecord, Trace, Trace | None]]] = set()
-    attempts = Attempts()
+    """Run the pending units on the configured executor (`app/executors.py`), `concurrency` at a time, taken
+    fairly across systems (`FairQueue`); each record is written here, in this process, as it arrives."""
+    from .executors import create_executor  # the process and Ray executors import this module
+
+    executor = create_executor(plan, pending, writer, endpoint)
+    queue, progress = FairQueue(pending), progress or RunProgress(total=len(pending))
+    running: dict[Future[tuple[ResultRecord, Trace, Trace | None]], tuple[Unit, float]] = {}
 
     def submit_next() -> None:
-        unit = next(queue, None)
+        unit = queue.pop()
         if unit is not None:
-            running.add(pool.submit(run_unit, unit, plan, endpoint, writer, attempts))
+            running[executor.submit(unit)] = (unit, time.monotonic())
+            progress.in_flight = len(running)
 
-    for _ in range(plan.config.concurrency):
-        submit_next()
     try:
+        for _ in range(plan.config.concurrency):
+            submit_next()
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
-                running.discard(future)
+                unit, started = running.pop(future)
+                queue.done(unit)
                 record, trace, judge_trace = future.result()
                 writer.append(record, trace, judge_trace)
+                progress.add(record, time.monotonic() - started, len(running))
                 if on_result:
                     on_result(record)
                 submit_next()
@@ -710,8 +755,74 @@ def _run_pending(
         # (a model call can take minutes); they are not recorded and run again on --resume, and their
         # calls so far are in the spend journal (the calls still in flight noted too). The CLI then
         # exits without joining their threads.
-        pool.shutdown(wait=False, cancel_futures=True)
-        with contextlib.suppress(OSError):
-            attempts.journal_in_flight(writer)
+        executor.abandon(writer)
         raise
-    pool.shutdown(wait=True)
+    executor.shutdown()
+
+
+class FairQueue:
+    """The pending units, taken fairly across systems: the next unit is the next one (in plan order) of the
+    system with the fewest units in flight, ties going round-robin. So every system always has units
+    running while it has units left, a slow system never holds every slot while another waits, and no slot
+    idles while any unit is left (a finished system's share goes to the others)."""
+
+    def __init__(self, units: list[Unit]) -> None:
+        self._queues: dict[str, deque[Unit]] = {}
+        for unit in units:
+            self._queues.setdefault(unit.system, deque()).append(unit)
+        self._order = list(self._queues)
+        self._turn = 0
+        self.in_flight: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return sum(map(len, self._queues.values()))
+
+    def pop(self) -> Unit | None:
+        count = len(self._order)
+        ready = [i for i, name in enumerate(self._order) if self._queues[name]]
+        if not ready:
+            return None
+        chosen = min(ready, key=lambda i: (self.in_flight[self._order[i]], (i - self._turn) % count))
+        self._turn = (chosen + 1) % count
+        name = self._order[chosen]
+        self.in_flight[name] += 1
+        return self._queues[name].popleft()
+
+    def done(self, unit: Unit) -> None:
+        self.in_flight[unit.system] -= 1
+
+
+FAILED_STATUSES = ("error", "infra_error", "replay_miss")
+
+
+@dataclass
+class RunProgress:
+    """What the progress line shows, updated by the runner as units start and finish (this session's units;
+    `done` starts at the units a resumed run already had)."""
+
+    total: int
+    done: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    retries: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    unit_s: list[float] = field(default_factory=list)  # each finished unit's time from submission to its record
+
+    def add(self, record: ResultRecord, seconds: float, in_flight: int) -> None:
+        usage = record.usage
+        self.done += 1
+        self.failed += record.status in FAILED_STATUSES
+        self.in_flight = in_flight
+        self.retries += record.retries
+        self.tokens += usage.input_tokens + usage.output_tokens
+        self.cost_usd += usage.cost_usd + (record.judge_usage.cost_usd if record.judge_usage else 0.0)
+        self.unit_s.append(seconds)
+
+    def eta_s(self) -> float | None:
+        """The median unit time × the waves of `in flight` units still needed; None before a unit finished."""
+        left = self.total - self.done
+        if not self.unit_s or left <= 0:
+            return None if left > 0 else 0.0
+        slots = max(1, self.in_flight)
+        return statistics.median(self.unit_s) * -(-left // slots)

@@ -294,10 +294,12 @@ class MeteredModel:
             try:
                 response = self.provider.complete(request, self.config, timeout_s=timeout_s, context=context)
             except ModelError as error:
-                if error.attempts == 0:  # refused before any request was sent (no key, bad config)
+                if error.attempts == 0:  # refused before any request was sent (no key, bad config, a rate limit)
+                    call.queued_s += error.queue_s
                     error.attempts = len(call.failed) + call.extra_attempts
                     raise
                 call.extra_attempts += max(0, error.attempts - 1)  # a provider that retried on its own
+                call.queued_s += error.queue_s  # waiting for the model (a rate limit, its lock) before the attempt
                 failure = self._failed(number, started, error, None)
                 call.failed.append(failure)
                 retry_after = error.retry_after_s
@@ -364,7 +366,7 @@ class MeteredModel:
                 started_at=call.started_at,
                 duration_s=time.perf_counter() - call.start,
                 start_s=self.recorder.clock(call.start),
-                queue_s=response.queue_s if response else (error.queue_s if error else 0.0),
+                queue_s=call.queued_s + (response.queue_s if response else 0.0),  # every attempt's queueing
                 usage=response.usage if response else Usage(),
                 success=error is None,
                 error=str(error) if error else None,
@@ -400,4 +402,5 @@ class _Call:
     deadline: float = 0.0  # perf_counter: the call's hard deadline
     failed: list[FailedAttempt] = field(default_factory=list)
     backoff_s: float = 0.0
+    queued_s: float = 0.0  # queueing of the failed attempts (a rate limit's wait), not model latency
     extra_attempts: int = 0  # attempts a provider made on its own inside one of ours (legacy providers)

@@ -1,0 +1,258 @@
+"""Where units run: threads of this process (`--executor thread`, the default), worker processes
+(`--executor process`) or a Ray cluster (`--executor ray`). The runner (`app/runner.py`) decides which unit
+runs next (fairly across systems) and keeps everything that makes a run one run: the lock on the run
+directory, the manifest, and the one `RunLogWriter` that writes each record and trace as it arrives. An
+executor only runs `run_unit` somewhere and hands back (record, trace, judge trace).
+
+Worker processes (forkserver) each get the plan once (configuration, the prepared tasks, models; plugins are
+imported again from the same files) and, before their first unit's clock starts, load the models, the
+embedding model and indexes (`prepare_tools`, `System.prepare` from its index cache) and open their own
+gateway server for framework systems. Each runs one unit at a time; `--concurrency N` starts N of them.
+Spend journal: each worker appends its model calls to the run's `calls.jsonl` itself, one `write(2)` per
+line on an O_APPEND descriptor (lines of several processes never interleave, and a crash of the parent
+loses none). Workers die with the parent (PR_SET_PDEATHSIG): on SIGTERM a worker first journals its calls
+still in flight, as the thread executor does at a graceful stop. Rate limits are split: each worker holds
+1/N of every limit. The embedded llama.cpp model is loaded by every worker (memory × N): warned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import select
+import signal
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..compare.benchmark import create_benchmark
+from ..compare.context import EndpointFactory
+from ..compare.model import ModelConfig
+from ..compare.runlog import CALLS_FILE, ResultRecord, RunLogWriter, SpentCall
+from ..compare.system import create_system, prepare_systems
+from ..compare.task import Task
+from ..compare.trace import Trace
+from ..providers.endpoint import GatewayServer
+from ..providers.replay import ReplayLog
+from ..tools import prepare_tools
+from .config import RunConfig, load_plugins
+from .runner import Attempts, RunPlan, Unit, _prepare_models, _setup_provider, run_unit
+
+UnitResult = tuple[ResultRecord, Trace, Trace | None]
+
+
+class Executor(Protocol):
+    def submit(self, unit: Unit) -> Future[UnitResult]: ...
+
+    def abandon(self, writer: RunLogWriter) -> None:
+        """Stop at once (interrupted): journal the calls in flight, wait for nothing."""
+
+    def shutdown(self) -> None:
+        """Every unit finished: release the workers."""
+
+
+def create_executor(plan: RunPlan, pending: list[Unit], writer: RunLogWriter, endpoint: EndpointFactory) -> Executor:
+    kind = plan.config.executor
+    if kind == "process":
+        return ProcessExecutor(plan, pending)
+    if kind == "ray":
+        from .ray_executor import RayExecutor  # Ray is imported only when asked for
+
+        return RayExecutor(plan, pending)
+    return ThreadExecutor(plan, writer, endpoint)
+
+
+def executor_warnings(plan: RunPlan) -> list[str]:
+    """Said before the run: the embedded model loaded once per worker process."""
+    workers = plan.config.concurrency
+    local = [m.alias for m in plan.models if m.provider == "local"]
+    if plan.config.executor != "thread" and workers > 1 and local and plan.replay is None:
+        return [
+            f"--executor {plan.config.executor} with {workers} workers loads the embedded model ({', '.join(local)}) "
+            f"in every worker: about {workers} × its memory (~0.5 GiB each), and the workers share the CPU cores"
+        ]
+    return []
+
+
+class ThreadExecutor:
+    """Units in threads of this process, sharing its providers, indexes and one gateway server."""
+
+    def __init__(self, plan: RunPlan, writer: RunLogWriter, endpoint: EndpointFactory) -> None:
+        self.plan, self.writer, self.endpoint = plan, writer, endpoint
+        self.pool = ThreadPoolExecutor(max_workers=plan.config.concurrency, thread_name_prefix="unit")
+        self.attempts = Attempts()
+
+    def submit(self, unit: Unit) -> Future[UnitResult]:
+        return self.pool.submit(run_unit, unit, self.plan, self.endpoint, self.writer, self.attempts)
+
+    def abandon(self, writer: RunLogWriter) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(OSError):
+            self.attempts.journal_in_flight(writer)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+# ---------------------------------------------------------------- worker processes
+
+
+@dataclass
+class WorkerPlan:
+    """What a worker needs to rebuild the run's plan: picklable, no open file or connection."""
+
+    config: RunConfig
+    tasks: list[Task]  # as the parent prepared them (data locations rewritten by Benchmark.prepare)
+    models: list[ModelConfig]
+    judge: ModelConfig | None
+    run_dir: str
+    replay_of: str | None
+    limit_share: float
+    units: list[tuple[str, ModelConfig, Task]]  # what the worker may run, for System.prepare
+    run_pid: int  # the run's process: workers stop when it dies
+
+    @classmethod
+    def of(cls, plan: RunPlan, pending: list[Unit], workers: int) -> WorkerPlan:
+        return cls(
+            config=plan.config,
+            tasks=plan.tasks,
+            models=plan.models,
+            judge=plan.judge,
+            run_dir=str(Path(plan.run_dir).resolve()),
+            replay_of=str(plan.replay.run_dir) if plan.replay else None,
+            limit_share=1.0 / workers,
+            units=[(u.system, u.model, u.task) for u in pending],
+            run_pid=os.getpid(),
+        )
+
+    def build(self) -> RunPlan:
+        """The plan in this process: plugins imported, systems and benchmark created, models and indexes
+        loaded (before any unit's clock)."""
+        config = self.config
+        load_plugins(config.plugins)
+        plan = RunPlan(
+            config=config,
+            benchmark=create_benchmark(config.benchmark, config.tasks_path, **config.benchmark_options()),
+            tasks=self.tasks,
+            systems={name: create_system(name) for name in dict.fromkeys(s for s, _, _ in self.units)},
+            models=self.models,
+            run_dir=Path(self.run_dir),
+            judge=self.judge,
+            replay=ReplayLog(Path(self.replay_of)) if self.replay_of else None,
+            limit_share=self.limit_share,
+        )
+        if plan.replay is None:
+            _prepare_models(plan)
+        prepare_tools(plan.tasks, config.tools)
+        prepare_systems(plan.systems, self.units, config.tools, plan.run_dir, {}, _setup_provider(plan))
+        return plan
+
+
+class AppendJournal:
+    """The spend journal from a worker: one write(2) per line on an O_APPEND descriptor of calls.jsonl, so
+    the lines of several processes never interleave; nothing is buffered, so a crash loses no finished line."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def spent(self, call: SpentCall) -> None:
+        os.write(self.fd, (call.model_dump_json(exclude_defaults=True) + "\n").encode())
+
+
+@dataclass
+class _Worker:
+    plan: RunPlan
+    endpoint: GatewayServer
+    journal: AppendJournal
+    attempts: Attempts
+
+
+_WORKER: _Worker | None = None
+
+
+def _die_with(run_pid: int) -> None:
+    """SIGTERM this worker when the run's process dies (kill -9 included): no worker goes on spending alone.
+    A worker's parent is the forkserver, which outlives a killed run, so PR_SET_PDEATHSIG is not enough: a
+    thread waits on a pidfd of the run's process (or polls it), then stops the forkserver and this worker."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG, for spawn
+    threading.Thread(target=_watch, args=(run_pid,), name="watch-run", daemon=True).start()
+
+
+def _watch(run_pid: int) -> None:
+    try:
+        pidfd = os.pidfd_open(run_pid)
+        select.select([pidfd], [], [])  # readable when the process ends
+        os.close(pidfd)
+    except OSError:  # no pidfd (old kernel) or already gone: poll
+        while _alive(run_pid):
+            time.sleep(0.5)
+    parent = os.getppid()
+    if parent not in (run_pid, 1):  # the forkserver would idle on, alone
+        with contextlib.suppress(OSError):
+            os.kill(parent, signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start_worker(payload: WorkerPlan) -> None:
+    global _WORKER
+    _die_with(payload.run_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it stops the workers
+    plan = payload.build()
+    journal = AppendJournal(plan.run_dir / CALLS_FILE)
+    _WORKER = _Worker(plan, GatewayServer(), journal, Attempts())
+    signal.signal(signal.SIGTERM, _stop_worker)
+
+
+def _stop_worker(signum: int, frame: object) -> None:
+    """Journal the calls still in flight (in a thread: the interrupted one may hold a lock), then exit."""
+    worker = _WORKER
+    if worker is not None:
+        noting = threading.Thread(target=worker.attempts.journal_in_flight, args=(worker.journal,), daemon=True)
+        noting.start()
+        noting.join(timeout=2.0)
+    os._exit(128 + signum)
+
+
+def _run_in_worker(unit: Unit) -> UnitResult:
+    worker = _WORKER
+    if worker is None:
+        raise RuntimeError("worker process not initialised")
+    return run_unit(unit, worker.plan, worker.endpoint.open_session, worker.journal, worker.attempts)
+
+
+class ProcessExecutor:
+    """Units in `concurrency` worker processes, one unit at a time each (module docstring)."""
+
+    def __init__(self, plan: RunPlan, pending: list[Unit]) -> None:
+        workers = max(1, min(plan.config.concurrency, len(pending)))
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])  # the suite is imported once, then forked per worker
+        payload = WorkerPlan.of(plan, pending, workers)
+        self.pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(payload,))
+
+    def submit(self, unit: Unit) -> Future[UnitResult]:
+        return self.pool.submit(_run_in_worker, unit)
+
+    def abandon(self, writer: RunLogWriter) -> None:
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:  # SIGTERM: each journals its calls in flight and exits
+            with contextlib.suppress(OSError, ValueError):
+                process.terminate()
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True)
