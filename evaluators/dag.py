@@ -90,9 +90,8 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import yaml
 from pydantic import BaseModel
 
@@ -100,6 +99,9 @@ from ..compare.model import MeteredModel
 from ..compare.scorer import Scores, reports
 from ..compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
 from ..compare.trace import Trace
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 ALIASES_FILE = Path(__file__).with_name("tool_aliases.yaml")
 ANSWER = "answer"
@@ -291,6 +293,8 @@ def _merge(dag: GoldDag, folded: DagNode, target: DagNode) -> GoldDag:
 
 
 def _graph(dag: GoldDag, types: set[EdgeType]) -> nx.DiGraph:
+    import networkx as nx  # 0.1-0.4 s to import: only scoring a gold DAG needs it, not `tool_success`
+
     graph = nx.DiGraph()
     graph.add_nodes_from(node.id for node in dag.nodes)
     graph.add_edges_from((e.source, e.target) for e in dag.edges if e.type in types)
@@ -299,6 +303,8 @@ def _graph(dag: GoldDag, types: set[EdgeType]) -> nx.DiGraph:
 
 def topological_order(dag: GoldDag) -> list[str]:
     """Node ids in the order matching walks them: HARD_DEP and SOFT_DEP respected, ties in gold order."""
+    import networkx as nx
+
     position = {node.id: i for i, node in enumerate(dag.nodes)}
     try:
         return list(nx.lexicographical_topological_sort(_graph(dag, _ORDER_EDGES), key=position.__getitem__))
@@ -307,12 +313,16 @@ def topological_order(dag: GoldDag) -> list[str]:
 
 
 def _longest_hard_path(dag: GoldDag, among: set[str]) -> list[str]:
+    import networkx as nx
+
     hard = _graph(dag, {EdgeType.HARD_DEP}).subgraph(among)
     return nx.dag_longest_path(hard, topo_order=[i for i in topological_order(dag) if i in among])
 
 
 def alt_groups(dag: GoldDag) -> list[AltGroup]:
     """Declared groups, then ALT_GROUP-edge components among undeclared nodes (min_required 1)."""
+    import networkx as nx
+
     declared = list(dag.alt_groups.values())
     covered = {node_id for group in declared for node_id in group.node_ids}
     position = {node.id: i for i, node in enumerate(dag.nodes)}

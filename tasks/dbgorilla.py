@@ -53,14 +53,22 @@ def load_dbgorilla(path: Path) -> list[Task]:
     records = read_json(path)
     if not isinstance(records, list):
         raise TaskLoadError(path, None, None, f"expected a JSON list of records, got {type(records).__name__}")
-    return collect(enumerate(records), lambda numbered: parse_record(path, *numbered))
+    specs: dict[str, dict[str, Any]] = {}  # records share database schemas: each read once per file
+    return collect(enumerate(records), lambda numbered: parse_record(path, *numbered, specs=specs))
 
 
-def parse_record(path: Path, position: int, record: Any) -> Task:
-    """One record as a Task; `position` is its place in the file (the task number unless it has `index`)."""
+def parse_record(path: Path, position: int, record: Any, specs: dict[str, dict[str, Any]] | None = None) -> Task:
+    """One record as a Task; `position` is its place in the file (the task number unless it has `index`).
+    `specs` keeps the `query_database` spec of each database schema (JSON text) already read; the tasks of
+    one schema share its spec, which nothing modifies."""
     if not isinstance(record, dict):
         raise TaskLoadError(path, position, None, f"expected a JSON object, got {type(record).__name__}")
-    schema = _schema(path, position, record.get("database_schema"))
+    raw = record.get("database_schema")
+    spec = specs.get(raw) if specs is not None and isinstance(raw, str) else None
+    if spec is None:
+        spec = query_database_spec(_schema(path, position, raw))
+        if specs is not None:
+            specs[raw] = spec
     query = _query(path, position, record.get("query"))
     number = record.get("index", position)
     if not isinstance(number, int) or isinstance(number, bool):
@@ -73,7 +81,7 @@ def parse_record(path: Path, position: int, record: Any) -> Task:
         question=query["corresponding_natural_language_query"],
         question_type=QuestionType.FUNCTION_CALL,
         tools=[TOOL_NAME],  # the benchmark offers this one tool and nothing else
-        tool_specs=[query_database_spec(schema)],
+        tool_specs=[spec],
         max_steps=1,
         metadata={"gold_query": query},  # the raw gold for the official AST scorer
         gold=Gold(tool_call=ToolCall(name=TOOL_NAME, arguments=arguments)),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 HEAVY = [
+    "networkx",
     "duckdb",
     "psycopg",
     "sqlglot",
@@ -47,3 +48,7 @@ def test_help_loads_none_of_them_either() -> None:
 def test_the_tools_package_loads_its_backends_on_first_use() -> None:
     assert loaded_after("import data_agent_compare.tools") == []
     assert "duckdb" in loaded_after("from data_agent_compare.tools import SqlTool")
+
+
+def test_scoring_without_a_gold_dag_does_not_load_networkx() -> None:
+    assert loaded_after("import data_agent_compare.evaluators.dag") == []  # `tool_success` needs no graph
