@@ -138,12 +138,15 @@ class RayExecutor:
 
 def _init(address: str | None, workers: int) -> None:
     """Join `address`, or start a local Ray instance with a CPU per worker (no dashboard, quiet)."""
+    # Every Ray worker hides an unusable pyarrow before Ray's serializers look for it.
+    runtime_env = {"worker_process_setup_hook": f"{__name__}._hide_unusable_pyarrow"}
     if address:
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
         return
     ray.init(
         num_cpus=workers,
         include_dashboard=False,
         log_to_driver=False,
         object_store_memory=512 * 2**20,
+        runtime_env=runtime_env,
     )

@@ -329,14 +329,19 @@ def loopback_only_namespace() -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
 
-@pytest.mark.slow  # a local Ray instance and two `compare` processes: ~40 s
+@pytest.mark.slow  # four `compare` processes, three of them with a local Ray instance: ~80 s
 def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_namespace_scripted(tmp_path, setup):
     namespace = loopback_only_namespace()
     config = str(setup["config"])
-    threads, on_ray = tmp_path / "threads", tmp_path / "ray"
+    threads, on_ray, killed = tmp_path / "threads", tmp_path / "ray", tmp_path / "killed"
+
+    def on_ray_in_the_namespace(*flags: str, **env: str) -> subprocess.CompletedProcess[str]:
+        environment = {**os.environ, **env}
+        command = [*namespace, *compare_command(*flags)]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=environment)
+
     assert compare("--config", config, "--out", str(threads)).returncode == 0
-    command = [*namespace, *compare_command("--config", config, "--out", str(on_ray), "--executor", "ray")]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = on_ray_in_the_namespace("--config", config, "--out", str(on_ray), "--executor", "ray")
     assert done.returncode == 0, done.stderr
     assert outcome(on_ray) == outcome(threads)
     run = read_run(on_ray)
@@ -344,3 +349,12 @@ def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_
     assert run.journaled_calls == read_run(threads).journaled_calls  # the journal actor wrote every call
     units = units_of(on_ray)
     assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2
+
+    # An actor killed at its fifth model call stops the run (exit 1, manifest failed); resume finishes it.
+    lost = on_ray_in_the_namespace("--config", config, "--out", str(killed), "--executor", "ray", KILL_AT_CALL="5")
+    assert lost.returncode == 1 and "a worker died" in lost.stderr, lost.stderr
+    assert read_run(killed).manifest.status == "failed"
+    resumed = on_ray_in_the_namespace("--resume", "--out", str(killed))
+    assert resumed.returncode == 0, resumed.stderr
+    units = units_of(killed)
+    assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2 and outcome(killed) == outcome(threads)
