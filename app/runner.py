@@ -726,6 +726,8 @@ def _run_pending(
     fairly across systems (`FairQueue`); each record is written here, in this process, as it arrives."""
     from .executors import create_executor  # the process and Ray executors import this module
 
+    if not pending:  # a finished run resumed: no worker or cluster to start
+        return
     executor = create_executor(plan, pending, writer, endpoint)
     queue, progress = FairQueue(pending), progress or RunProgress(total=len(pending))
     running: dict[Future[tuple[ResultRecord, Trace, Trace | None]], tuple[Unit, float]] = {}
