@@ -15,7 +15,9 @@ leave the machine (the tests run `compare` in a network namespace with only loop
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import threading
 from concurrent.futures import BrokenExecutor, Future
@@ -90,6 +92,11 @@ class _UnitRunner:
         finally:
             self.journal.flush()
 
+    def note_in_flight(self) -> None:
+        """A graceful stop: journal the calls still in flight (runs beside `run`: two threads per actor)."""
+        self.attempts.journal_in_flight(self.journal)
+        self.journal.flush()
+
 
 class RayExecutor:
     """Units on `concurrency` Ray actors; a unit goes to an idle actor (module docstring)."""
@@ -98,12 +105,16 @@ class RayExecutor:
         workers = max(1, min(plan.config.concurrency, len(pending)))
         self.started_ray = not ray.is_initialized()
         if self.started_ray:
+            handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
             _init(plan.config.ray_address, workers)
+            for sig, handler in handlers.items():  # Ray's own handlers would exit without a graceful stop
+                if handler is not None:
+                    signal.signal(sig, handler)
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         journal_path = str(Path(plan.run_dir).resolve() / CALLS_FILE)
         self.journal = ray.remote(num_cpus=0)(_Journal).options(scheduling_strategy=here).remote(journal_path)
         payload = WorkerPlan.of(plan, pending, workers)
-        runner = ray.remote(num_cpus=1, max_restarts=0)(_UnitRunner)
+        runner = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=2)(_UnitRunner)  # run + note_in_flight
         self.actors = [runner.remote(payload, self.journal) for _ in range(workers)]
         self._idle = list(self.actors)
         self._lock = threading.Lock()
@@ -127,6 +138,10 @@ class RayExecutor:
         return result
 
     def abandon(self, writer: RunLogWriter) -> None:
+        """Interrupted: each actor journals its calls in flight (a few seconds at most), then all stop."""
+        noted = [actor.note_in_flight.remote() for actor in self.actors]
+        with contextlib.suppress(Exception):  # a dead actor or a slow one: stop anyway
+            ray.get(noted, timeout=5)
         self.shutdown()
 
     def shutdown(self) -> None:

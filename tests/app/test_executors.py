@@ -358,3 +358,34 @@ def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_
     assert resumed.returncode == 0, resumed.stderr
     units = units_of(killed)
     assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2 and outcome(killed) == outcome(threads)
+
+    # SIGTERM stops it gracefully (exit 143): the actors journal their calls in flight first.
+    stopped = tmp_path / "stopped"
+    flags = ("--config", config, "--out", str(stopped), "--executor", "ray")
+    env = {**os.environ, "MODEL_DELAY_S": "0.5"}
+    run = subprocess.Popen([*namespace, *compare_command(*flags)], cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(units_of(stopped) if (stopped / "results.jsonl").exists() else []) < 2:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=60) == 143, run.stderr.read() if run.stderr else ""
+    assert read_run(stopped).manifest.status == "interrupted"
+    calls = [json.loads(line) for line in (stopped / "calls.jsonl").read_text().splitlines()]
+    assert sum(call.get("in_flight", 0) for call in calls) >= 1
+
+
+def test_the_token_bucket_charges_the_reported_tokens_and_refuses_a_wait_past_the_deadline():
+    from data_agent_compare.compare import ModelConfig, ModelError
+    from data_agent_compare.compare.limits import RateLimit, RateLimiter
+
+    limiter = RateLimiter({"m": RateLimit(tpm=6000, burst_s=0.1)})  # 100 tokens a second, 10 at once
+    model = ModelConfig(alias="m", provider="scripted", model_id="m")
+    request = ModelRequest(messages=[Message(role="user", content="x" * 40)])  # an estimated 10 tokens
+    waited, ticket = limiter.admit(request, model, max_wait_s=5)
+    assert waited == 0.0
+    limiter.settle(ticket, 30)  # the reply reported 30 tokens: 20 more than estimated are owed
+    waited, ticket = limiter.admit(request, model, max_wait_s=5)
+    assert 0.25 <= waited <= 0.35  # 10 needed on top of a debt of 20, at 100 a second
+    with pytest.raises(ModelError, match="no capacity within the call's deadline") as refused:
+        limiter.admit(request, model, max_wait_s=0.01)
+    assert refused.value.attempts == 0  # nothing was sent
