@@ -5,8 +5,7 @@ this only classifies what went wrong (`ModelError.retryable`, `kind`, Retry-Afte
 has a hard deadline (`http_deadline`): a server that trickles or hangs cannot hold it past
 `timeout_s`. The API key is read at call time and kept out of every error message.
 
-OpenRouter has its own provider on the official SDK (`providers/openrouter.py`);
-`OpenRouterProvider` is still importable from here, the name the entry point registers.
+OpenRouter has its own provider on the official SDK (`providers/openrouter.py`).
 """
 
 from __future__ import annotations
@@ -80,11 +79,3 @@ def error_message(error: Any, content: bytes) -> str:
         return error
     return content[:500].decode("utf-8", "replace") or "(empty body)"
 
-
-def __getattr__(name: str) -> Any:
-    """`OpenRouterProvider` moved to `providers.openrouter`; installed entry points still name it here."""
-    if name == "OpenRouterProvider":
-        from .openrouter import OpenRouterProvider
-
-        return OpenRouterProvider
-    raise AttributeError(name)

@@ -32,8 +32,8 @@ from data_agent_compare.compare import (
 )
 from data_agent_compare.compare.runlog import read_run
 from data_agent_compare.providers.endpoint import GatewayServer
-from data_agent_compare.providers.openai_http import OpenRouterProvider
 from data_agent_compare.providers.openai_protocol import message_to_openai
+from data_agent_compare.providers.openrouter import OpenRouterProvider
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 
 from helpers import (
