@@ -24,6 +24,7 @@ speaker choices are DECISION calls of agent `selector`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import warnings
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -115,6 +116,10 @@ class AutoGenSystem(FrameworkSystem):
     def drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
         # AutoGen warns when the server names another model than asked for; the gateway names the real one.
         warnings.filterwarnings("ignore", message="Resolved model mismatch", category=UserWarning)
+        # When a budget stops a team, AutoGen's runtime logs each agent's failure with a traceback on the
+        # console; the task's status and error already say what happened.
+        for name in ("autogen_core", "autogen_agentchat"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         return asyncio.run(self._drive(session, endpoint))
 
     async def _drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
