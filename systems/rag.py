@@ -30,7 +30,6 @@ import threading
 from typing import Any, ClassVar
 
 from ..compare import (
-    ANSWER_TOOL,
     Answer,
     BudgetExceeded,
     Message,
@@ -44,7 +43,7 @@ from ..compare import (
 )
 from ..compare.system import SystemSetup
 from ..compare.tool import ToolError, to_json
-from ..workflows.planning import ANSWER_REFUSED, MAX_ANSWER_ATTEMPTS
+from ..workflows.planning import ANSWER_REFUSED, answer_from_results
 from .rag_graph import (
     EXTRACT_SYSTEM,
     HIPPO_DAMPING,
@@ -156,21 +155,7 @@ class RagSystem(System):
         return Message(role="user", content=f"Result of {name} {to_json(arguments)} [{status}]:\n{result.content}")
 
     def _answer(self, ctx: RunContext, results: list[Message]) -> Answer:
-        messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content=ctx.task_prompt())]
-        messages += results
-        error = "no answer"
-        for _ in range(MAX_ANSWER_ATTEMPTS):
-            reply = ctx.generate(messages, ctx.tool_specs([ANSWER_TOOL]), tool_choice="required")
-            call = next((c for c in reply.message.tool_calls or [] if c.name == ANSWER_TOOL), None)
-            if call is None:
-                return ctx.answer_from_text(reply.message.content or "")
-            result = ctx.call_tool(ANSWER_TOOL, call.arguments)
-            if result.success:
-                return ctx.answer_from_tool(call.arguments)
-            error = result.error or result.content
-            refused = ANSWER_REFUSED.format(error=error)
-            messages += [reply.message, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
-        return Answer(status="no_answer", error=f"answer refused: {error}")
+        return answer_from_results(ctx, results, ANSWER_SYSTEM)
 
     # ------------------------------------------------------------ what a subclass provides
 

@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 
-from ..compare import ANSWER_TOOL, Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
+from ..compare import Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
 from ..compare.system import SystemSetup
 from ..compare.tool import ToolResult
-from ..workflows.planning import ANSWER_REFUSED, ANSWER_SYSTEM, MAX_ANSWER_ATTEMPTS
+from ..workflows.planning import ANSWER_REFUSED, ANSWER_SYSTEM, answer_from_results
 from .bridge import distribution_versions, offline_environment
 
 if TYPE_CHECKING:
@@ -341,25 +341,8 @@ def render_table(table: Table, limit: int) -> str:
 
 
 def write_answer(ctx: RunContext, results: list[str]) -> Answer:
-    """The last model call: the results → the `answer` tool (the planning workflow's answer prompt)."""
-    messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content=ctx.task_prompt())]
-    messages += [Message(role="user", content=text) for text in results]
-    answer_tools = ctx.tool_specs([ANSWER_TOOL])
-    if not answer_tools:  # a function-calling task: the reply's text is all there is
-        return ctx.answer_from_text(ctx.generate(messages).message.content or "")
-    error = "no answer"
-    for _ in range(MAX_ANSWER_ATTEMPTS):
-        reply = ctx.generate(messages, answer_tools, tool_choice="required").message
-        call = next((c for c in reply.tool_calls or [] if c.name == ANSWER_TOOL), None)
-        if call is None:
-            return ctx.answer_from_text(reply.content or "")
-        result = ctx.call_tool(ANSWER_TOOL, call.arguments)
-        if result.success:
-            return ctx.answer_from_tool(call.arguments)
-        error = result.error or result.content
-        refused = ANSWER_REFUSED.format(error=error)
-        messages += [reply, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
-    return Answer(status="no_answer", error=f"answer refused: {error}")
+    """The last model call: the results → the `answer` tool (the planning workflow's answer step)."""
+    return answer_from_results(ctx, [Message(role="user", content=text) for text in results])
 
 
 # ---------------------------------------------------------------- the system

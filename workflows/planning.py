@@ -194,21 +194,31 @@ class PlanningWorkflow(System):
         return first_failure
 
     def _answer(self, ctx: RunContext, results: list[Message]) -> Answer:
-        messages = [Message(role="system", content=ANSWER_SYSTEM), Message(role="user", content=ctx.task_prompt())]
-        messages += results
-        error = "no answer"
-        for _ in range(MAX_ANSWER_ATTEMPTS):
-            reply = ctx.generate(messages, ctx.tool_specs([ANSWER_TOOL]), tool_choice="required")
-            call = next((c for c in reply.message.tool_calls or [] if c.name == ANSWER_TOOL), None)
-            if call is None:
-                return ctx.answer_from_text(reply.message.content or "")
-            result = ctx.call_tool(ANSWER_TOOL, call.arguments)
-            if result.success:
-                return ctx.answer_from_tool(call.arguments)
-            error = result.error or result.content
-            refused = ANSWER_REFUSED.format(error=error)
-            messages += [reply.message, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
-        return Answer(status="no_answer", error=f"answer refused: {error}")
+        return answer_from_results(ctx, results)
+
+
+def answer_from_results(ctx: RunContext, results: list[Message], system_prompt: str = ANSWER_SYSTEM) -> Answer:
+    """The last model call of a planned system (this workflow, the RAG and semantic-operator systems): the
+    results → the `answer` tool, which may refuse an answer (a letter that is no option) up to
+    MAX_ANSWER_ATTEMPTS times; a function-calling task, which has no answer tool, answers in text."""
+    messages = [Message(role="system", content=system_prompt), Message(role="user", content=ctx.task_prompt())]
+    messages += results
+    answer_tools = ctx.tool_specs([ANSWER_TOOL])
+    if not answer_tools:
+        return ctx.answer_from_text(ctx.generate(messages).message.content or "")
+    error = "no answer"
+    for _ in range(MAX_ANSWER_ATTEMPTS):
+        reply = ctx.generate(messages, answer_tools, tool_choice="required").message
+        call = next((c for c in reply.tool_calls or [] if c.name == ANSWER_TOOL), None)
+        if call is None:
+            return ctx.answer_from_text(reply.content or "")
+        result = ctx.call_tool(ANSWER_TOOL, call.arguments)
+        if result.success:
+            return ctx.answer_from_tool(call.arguments)
+        error = result.error or result.content
+        refused = ANSWER_REFUSED.format(error=error)
+        messages += [reply, Message(role="tool", content=refused, tool_call_id=call.id, name=ANSWER_TOOL)]
+    return Answer(status="no_answer", error=f"answer refused: {error}")
 
 
 class StaticPlanningWorkflow(PlanningWorkflow):
