@@ -17,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -140,6 +140,10 @@ class ModelProvider(ABC):
     """Talks to one kind of model backend. Implementations must be thread-safe."""
 
     name: str
+    # The per-attempt deadline (`retries.attempt_timeout_s`) guards against a network peer that hangs or
+    # trickles. A backend that cannot hang (the embedded model: its output is bounded by max_output_tokens,
+    # and waiting for its lock is queueing) sets this False: only the call's deadline bounds an attempt.
+    attempt_deadline: ClassVar[bool] = True
 
     @abstractmethod
     def complete(
@@ -290,7 +294,8 @@ class MeteredModel:
         while True:
             number = len(call.failed) + 1
             started = time.perf_counter()
-            timeout_s = max(0.001, min(policy.attempt_timeout_s, call.deadline - started))
+            limit = policy.attempt_timeout_s if self.provider.attempt_deadline else float("inf")
+            timeout_s = max(0.001, min(limit, call.deadline - started))
             try:
                 response = self.provider.complete(request, self.config, timeout_s=timeout_s, context=context)
             except ModelError as error:

@@ -60,6 +60,7 @@ class LocalLlamaProvider(ModelProvider):
     thread-safe), and the time a call waits for another is reported as queueing."""
 
     name = "local"
+    attempt_deadline = False  # it cannot hang; on a busy machine one call may take minutes: the task's time bounds it
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -15,11 +15,13 @@ from data_agent_compare.compare.model import (
     ModelConfig,
     ModelError,
     ModelRequest,
+    RetrySettings,
     ToolSpec,
 )
 from data_agent_compare.compare.task import ToolCall
 from data_agent_compare.compare.trace import Budgets, Phase, Trace, TraceRecorder
 from data_agent_compare.providers.local import Block, LocalLlamaProvider, fit_prompt, output_schema
+from data_agent_compare.providers.scripted import ScriptedProvider
 
 TOOLS = [
     ToolSpec(
@@ -149,3 +151,30 @@ def test_generation_stops_at_the_deadline(provider: LocalLlamaProvider) -> None:
 
     with pytest.raises(ModelError, match="timeout"):
         provider.complete(request, config, timeout_s=0.01, context=context)
+
+
+def test_scripted_backend_that_cannot_hang_gets_the_calls_deadline_not_the_attempt_timeout() -> None:
+    """The per-attempt deadline guards against a hanging network peer; the embedded model cannot hang, and
+    on a busy machine one of its calls may outlast `attempt_timeout_s` while the task still has time."""
+    given: list[float] = []
+
+    class Remote(ScriptedProvider):
+        def complete(self, request, config, *, timeout_s, context):  # type: ignore[no-untyped-def]
+            given.append(timeout_s)
+            return super().complete(request, config, timeout_s=timeout_s, context=context)
+
+    class Embedded(Remote):
+        attempt_deadline = False
+
+    retries = RetrySettings(attempt_timeout_s=2.0, call_timeout_s=50.0)
+    for provider in (Remote(reply_text), Embedded(reply_text)):
+        config = ModelConfig(alias="scripted", provider="scripted", model_id="scripted-test-model")
+        trace = TraceRecorder(Trace(task_id="t", system="s", model="scripted"), Budgets(wall_time_s=100.0))
+        model = MeteredModel(config, provider, trace, system="s", retries=retries)
+        model.generate([Message(role="user", content="hi")])
+    assert given == [pytest.approx(2.0, abs=0.5), pytest.approx(50.0, abs=0.5)]
+    assert LocalLlamaProvider.attempt_deadline is False
+
+
+def reply_text(request: ModelRequest, context: CallContext) -> Message:
+    return Message(role="assistant", content="an answer")
