@@ -53,8 +53,10 @@ def respond(request, context):
     if os.environ.get("PIDS_FILE"):
         with open(os.environ["PIDS_FILE"], "a") as pids:
             pids.write(f"{os.getpid()}\\n")
-    if CALLS == int(os.environ.get("KILL_AT_CALL", "0")):
-        os.kill(os.getpid(), signal.SIGKILL)  # this process dies as with kill -9
+    kill_at = int(os.environ.get("KILL_AT_CALL", "0"))
+    if kill_at and CALLS >= kill_at and any(m.role == "assistant" for m in request.messages):
+        # this process dies as with kill -9, inside a unit that has already paid for a call
+        os.kill(os.getpid(), signal.SIGKILL)
     end = time.thread_time() + float(os.environ.get("CPU_S", "0"))
     while time.thread_time() < end:  # Python work under the GIL, as a CPU-bound system does
         pass
