@@ -6,17 +6,23 @@ PageRank, each with one planning step for its decisions and our SQL tool for str
 
 - `rag_naive`: the plan names up to three search queries; each is a call of the task's `search_documents`
   tool (FAISS top-k over MiniLM embeddings of the document chunks, tools/documents.py, or FDABench's
-  frozen vector-search results), traced by the tool environment under that canonical name.
+  frozen vector-search results), traced by the tool environment under that canonical name. When the task's
+  databases hold unstructured text (DAB's review texts: tools/text_columns.py), which no task tool searches,
+  each query is also a `search_text_columns` step over this system's own FAISS index of those passages.
 - `rag_graph`: the plan names search queries; each is a `graph_search` step over the corpus' community
   summaries (systems/rag_graph.py: entity graph, Louvain communities, summaries, MiniLM cosine).
 - `rag_hippo`: the plan names the question's entities; one `ppr_search` step ranks passages by
   personalized PageRank over the entity graph seeded with them (systems/rag_graph.py).
 
-The plan also holds up to three SQL statements (the SQL tool's own argument schema), each run with
-`execute_sql`; the schema is read first with `get_schema_info` so the planner can write them. The answer
-call reads the question, the schema, the retrieved passages and the SQL results, and calls `answer`.
+The corpus of the graph systems is the whole of systems/rag_index.py's `task_corpus`: documents, frozen
+search results and the databases' text columns.
+
+The plan also holds up to three queries in the argument schema of the task's own query tool
+(`execute_sql`, or DAB's `query_db`), each run with that tool; the schema is read first with the task's
+schema tool (`get_schema_info`, or `list_db` per database) so the planner can write them. The answer
+call reads the question, the schema, the retrieved passages and the query results, and calls `answer`.
 Retrieval steps the system carries out itself are traced with `ctx.tool_step`; evaluators/tool_aliases.yaml
-maps `graph_search` and `ppr_search` onto `search_documents` for TOS.
+maps `search_text_columns`, `graph_search` and `ppr_search` onto `search_documents` for TOS.
 
 Indexes (the entity graph, communities, summaries) are built in `prepare`, before any task's clock, once
 per corpus, model and settings, cached on disk and metered on an indexing trace of their own
@@ -44,6 +50,7 @@ from ..compare import (
 from ..compare.system import SystemSetup
 from ..compare.tool import ToolError, to_json
 from ..workflows.planning import ANSWER_REFUSED, answer_from_results
+from .semantic_operators import FETCH_TOOLS, describe_data
 from .rag_graph import (
     EXTRACT_SYSTEM,
     HIPPO_DAMPING,
@@ -59,7 +66,7 @@ from .rag_graph import (
     parse_json,
     to_networkx,
 )
-from .rag_index import Corpus, Indexer, index_key, task_corpus
+from .rag_index import Corpus, Indexer, Passage, index_key, task_corpus
 
 RAG_VERSION = "1"
 PLAN_SYSTEM = """You are the planner of a retrieval-augmented data analyst. Before anything runs, decide what to \
@@ -77,7 +84,7 @@ ANSWER_SYSTEM = """You are a data analyst. The passages retrieved from the compa
 your SQL queries follow the question. Answer from them; do not guess numbers they do not show. Call the `answer` \
 tool."""
 
-SQL_TOOL, SCHEMA_TOOL, SEARCH_TOOL = "execute_sql", "get_schema_info", "search_documents"
+SEARCH_TOOL, TEXT_SEARCH = "search_documents", "search_text_columns"
 MAX_QUERIES, MAX_SQL, MAX_ENTITIES = 3, 3, 6
 TOP_COMMUNITIES = 2
 
@@ -116,15 +123,17 @@ class RagSystem(System):
 
     def _run(self, task: Task, ctx: RunContext) -> Answer:
         offered = {spec.name: spec for spec in ctx.tool_specs()}
-        sql = offered.get(SQL_TOOL)
-        results = [self._tool(ctx, SCHEMA_TOOL, {})] if sql and SCHEMA_TOOL in offered else []
-        retrieve = SEARCH_TOOL in offered and self.can_retrieve(task)
+        sql = next((offered[name] for name in FETCH_TOOLS if name in offered), None)
+        schema = describe_data(ctx) if sql else ""
+        results = [Message(role="user", content=f"Database schema:\n{schema}")] if schema else []
+        retrieve = self.can_retrieve(task, set(offered))
         plan = self._plan(ctx, results, retrieve, sql)
         if retrieve:
-            results += self.retrieve(task, ctx, [str(item) for item in plan.get(self.plan_field, [])][:MAX_QUERIES])
+            limit = MAX_ENTITIES if self.plan_field == "entities" else MAX_QUERIES
+            results += self.retrieve(task, ctx, [str(item) for item in plan.get(self.plan_field, [])][:limit])
         for statement in plan.get("sql", [])[:MAX_SQL] if sql else []:
             ctx.check_budget()  # with the budget spent no call could read the result
-            results.append(self._tool(ctx, SQL_TOOL, statement if isinstance(statement, dict) else {}))
+            results.append(self._tool(ctx, sql.name, statement if isinstance(statement, dict) else {}))
         return self._answer(ctx, results)
 
     def _plan(self, ctx: RunContext, results: list[Message], retrieve: bool, sql: ToolSpec | None) -> dict[str, Any]:
@@ -159,16 +168,24 @@ class RagSystem(System):
 
     # ------------------------------------------------------------ what a subclass provides
 
-    def can_retrieve(self, task: Task) -> bool:
-        return True
+    def can_retrieve(self, task: Task, offered: set[str]) -> bool:
+        """Whether the plan names retrieval for this task (its documents, or text the system indexes)."""
+        return self.corpus(task) is not None
 
     def retrieve(self, task: Task, ctx: RunContext, items: list[str]) -> list[Message]:
         """Traced retrieval steps for the plan's queries or entities; one result message each."""
-        return [self._tool(ctx, SEARCH_TOOL, {"query": query}) for query in items]
+        raise NotImplementedError
 
     def build_index(self, indexer: Indexer) -> Any:
         """Build or read this system's index over `indexer.corpus` (model calls through `indexer`)."""
         return None
+
+    def corpus(self, task: Task) -> Corpus | None:
+        """The task's corpus, or None when it has none or it cannot be read (the task's own tools say why)."""
+        try:
+            return task_corpus(task, self._tools)
+        except (ToolError, OSError):
+            return None
 
     # ------------------------------------------------------------ indexes, shared by the tasks of a run
 
@@ -178,14 +195,18 @@ class RagSystem(System):
         reports: list[dict[str, Any]] = []
         seen: set[str] = set()
         for task in tasks:
-            corpus = None if task.unavailable else _corpus_or_none(task)
-            if corpus is not None and corpus.digest not in seen and self.indexes():
+            corpus = None if task.unavailable or not self.indexes() else self.corpus(task)
+            if corpus is not None and corpus.digest not in seen and self.builds_for(corpus):
                 seen.add(corpus.digest)
                 reports += self._load(corpus, setup)
         return reports
 
     def indexes(self) -> bool:
         return type(self).build_index is not RagSystem.build_index
+
+    def builds_for(self, corpus: Corpus) -> bool:
+        """Whether this corpus needs an index of this system's own."""
+        return True
 
     def _load(self, corpus: Corpus, setup: SystemSetup) -> list[dict[str, Any]]:
         key = (corpus.digest, setup.model.alias)
@@ -207,7 +228,7 @@ class RagSystem(System):
 
     def index_for(self, task: Task, ctx: RunContext) -> Any:
         """The task's index: prepared by the runner, else built now on a trace of its own (not the task's)."""
-        corpus = task_corpus(task)
+        corpus = task_corpus(task, self._tools)
         if corpus is None:
             return None
         key = (corpus.digest, ctx.model.alias)
@@ -225,13 +246,6 @@ class RagSystem(System):
         return found
 
 
-def _corpus_or_none(task: Task) -> Corpus | None:
-    try:
-        return task_corpus(task)
-    except (ToolError, OSError):  # the documents are missing: the task's own tools report it
-        return None
-
-
 def index_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in {"prompt", "summary_prompt", "schema"}}
 
@@ -246,6 +260,48 @@ class NaiveRag(RagSystem):
 
     name = "rag_naive"
 
+    def can_retrieve(self, task: Task, offered: set[str]) -> bool:
+        corpus = self.corpus(task)
+        return SEARCH_TOOL in offered or (corpus is not None and bool(corpus.database_passages()))
+
+    def builds_for(self, corpus: Corpus) -> bool:
+        return bool(corpus.database_passages())
+
+    def build_index(self, indexer: Indexer) -> TextColumnIndex | None:
+        passages = indexer.corpus.database_passages()
+        return TextColumnIndex(passages, indexer.vectors(passages)) if passages else None
+
+    def retrieve(self, task: Task, ctx: RunContext, items: list[str]) -> list[Message]:
+        offered = {spec.name for spec in ctx.tool_specs()}
+        corpus = self.corpus(task)
+        own = corpus is not None and bool(corpus.database_passages())
+        messages = []
+        for query in items:
+            if SEARCH_TOOL in offered:
+                messages.append(self._tool(ctx, SEARCH_TOOL, {"query": query}))
+            if own:
+                messages.append(self._search_text_columns(task, ctx, query))
+        return messages
+
+    def _search_text_columns(self, task: Task, ctx: RunContext, query: str) -> Message:
+        index: TextColumnIndex = self.index_for(task, ctx)
+        arguments = {"query": query, "top_k": self._tools.search_top_k}
+        with ctx.tool_step(TEXT_SEARCH, arguments) as step:
+            found = index.search(query, self._tools.search_top_k)
+            lines = [f"{p.render()}\n(cosine {score:.3f})" for p, score in found]
+            step.content = passages_text(lines, ctx.budgets.tool_result_max_chars)
+        return Message(role="user", content=f"Result of {TEXT_SEARCH} {to_json(arguments)}:\n{step.content}")
+
+
+class TextColumnIndex:
+    """rag_naive's FAISS index of the passages of the databases' text columns."""
+
+    def __init__(self, passages: list[Passage], vectors: Any) -> None:
+        self.passages, self.vectors = passages, vectors
+
+    def search(self, query: str, top_k: int) -> list[tuple[Passage, float]]:
+        return [(self.passages[i], score) for i, score in self.vectors.positions(query, top_k)]
+
 
 class GraphRag(RagSystem):
     """GraphRAG: entity graph, Louvain communities and their summaries; retrieval over community summaries."""
@@ -253,9 +309,6 @@ class GraphRag(RagSystem):
     name = "rag_graph"
     retrieval_note = COMMUNITIES_NOTE
     index_prompts = (EXTRACT_SYSTEM, SUMMARY_SYSTEM)
-
-    def can_retrieve(self, task: Task) -> bool:
-        return _corpus_or_none(task) is not None
 
     def index_settings(self) -> dict[str, Any]:
         return {"top_communities": TOP_COMMUNITIES, **index_settings(community_settings())}
@@ -289,9 +342,6 @@ class HippoRag(RagSystem):
     retrieval_note = ENTITIES_NOTE
     plan_field = "entities"
     index_prompts = (EXTRACT_SYSTEM,)
-
-    def can_retrieve(self, task: Task) -> bool:
-        return _corpus_or_none(task) is not None
 
     def index_settings(self) -> dict[str, Any]:
         return {"synonym_cosine": SYNONYM_COSINE, "damping": HIPPO_DAMPING, **index_settings(graph_settings())}

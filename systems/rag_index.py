@@ -2,9 +2,12 @@
 build at a time, and the metering of building apart from every task.
 
 Corpus. A task's passages are the ~500-character chunks of its document sources (the chunking of
-`tools/documents.py`, the same passages `search_documents` returns) followed by the passages of the
+`tools/documents.py`, the same passages `search_documents` returns), then the passages of the
 FDABench frozen vector search recorded with it (`tools/frozen_search.py`'s rendering, chunked the same
-way). Its digest (sha256 over the passages and CORPUS_VERSION) names it.
+way), then those of the unstructured text columns of its databases (DAB's review texts and book
+descriptions: `tools/text_columns.py`, one passage source per `<database>.<table>.<column>`, headed by
+the row's identifying columns). Its digest (sha256 over the passages and CORPUS_VERSION) names it.
+Reading the text columns is done once per process and set of databases.
 
 Cache. An index layer lives in `<tools.cache_dir>/rag/<layer>/<key>.json`, key = sha256 of the corpus
 digest, the model (provider, id, alias), the layer's settings and its prompt version; written to a
@@ -40,8 +43,9 @@ from ..compare.model import RetrySettings
 from ..compare.runlog import write_json
 from ..compare.system import SystemSetup
 from ..compare.trace import ModelCallStep
-from ..tools.documents import chunk_markdown, corpus_files
+from ..tools.documents import INDEX_VERSION, Chunk, DocumentIndex, chunk_markdown, corpus_files
 from ..tools.frozen_search import render
+from ..tools.text_columns import TextColumn, text_column_chunks
 
 CORPUS_VERSION = "rag-corpus/v1"  # bump when the passages of a corpus change
 INDEX_BUDGETS = Budgets(max_steps=5_000, max_tokens=50_000_000, wall_time_s=6 * 3600.0)
@@ -66,15 +70,29 @@ class Passage:
 class Corpus:
     passages: list[Passage]
     digest: str
+    text_columns: list[TextColumn] = field(default_factory=list)  # the database columns read as text
 
     @property
     def name(self) -> str:
         """A short name for files and reports."""
         return self.digest[:16]
 
+    def database_passages(self) -> list[Passage]:
+        """The passages read from database text columns (no task tool searches them)."""
+        sources = {column.source for column in self.text_columns}
+        return [p for p in self.passages if p.source in sources]
 
-def task_corpus(task: Task) -> Corpus | None:
-    """The passages a RAG system indexes for `task` (module docstring), or None when it has none."""
+    def describe(self) -> dict[str, Any]:
+        """What the corpus holds, for the index reports in the manifest."""
+        described: dict[str, Any] = {"passages": len(self.passages)}
+        if self.text_columns:
+            described["text_columns"] = [column.report() for column in self.text_columns]
+        return described
+
+
+def task_corpus(task: Task, settings: ToolSettings | None = None) -> Corpus | None:
+    """The passages a RAG system indexes for `task` (module docstring), or None when it has none.
+    Raises ToolError or OSError when a document folder or database cannot be read."""
     documents = [s for s in task.data if s.kind == DataSourceKind.DOCUMENTS]
     pieces = []
     for name, path in corpus_files(documents, task.data_dir) if documents else []:
@@ -82,13 +100,43 @@ def task_corpus(task: Task) -> Corpus | None:
     recorded = task.metadata.get("frozen_vector_search")
     if recorded not in (None, "", [], {}):
         pieces += chunk_markdown("frozen_vector_search", render(recorded))
-    passages = [Passage(i, c.source, c.heading, c.text) for i, c in enumerate(pieces)]
+    database_chunks, columns = database_text(task, settings or ToolSettings())
+    passages = [Passage(i, c.source, c.heading, c.text) for i, c in enumerate(pieces + database_chunks)]
     if not passages:
         return None
     digest = hashlib.sha256(CORPUS_VERSION.encode())
     for passage in passages:
         digest.update(json.dumps([passage.source, passage.heading, passage.text]).encode())
-    return Corpus(passages, digest.hexdigest())
+    return Corpus(passages, digest.hexdigest(), columns)
+
+
+_database_text: dict[tuple[Any, ...], tuple[list[Chunk], list[TextColumn]]] = {}
+_database_text_lock = threading.Lock()
+
+
+def database_text(task: Task, settings: ToolSettings) -> tuple[list[Chunk], list[TextColumn]]:
+    """The text columns' passages of the task's databases, read once per process while the database
+    files are unchanged (a server database is keyed by its URL: DAB restores are named by their dump)."""
+    databases = [s for s in task.data if s.kind not in (DataSourceKind.DOCUMENTS, DataSourceKind.FILES)]
+    if not databases:
+        return [], []
+    key = (str(task.data_dir), *((s.name, s.kind, s.location, _stat(task, s.location)) for s in databases))
+    with _database_text_lock:
+        found = _database_text.get(key)
+        if found is None:
+            found = _database_text[key] = text_column_chunks(task.model_copy(update={"data": databases}), settings)
+    return found
+
+
+def _stat(task: Task, location: str | None) -> tuple[int, int] | None:
+    if not location or "://" in location:
+        return None
+    path = Path(location) if Path(location).is_absolute() or task.data_dir is None else Path(task.data_dir) / location
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def index_key(corpus: Corpus, model: ModelConfig, layer: str, settings: dict[str, Any]) -> str:
@@ -196,6 +244,24 @@ class Indexer:
         self.reports.append(self._report(layer, key, data.get("built", {}), cached=True))
         return data
 
+    def vectors(self, passages: list[Passage]) -> DocumentIndex:
+        """A FAISS index of these passages over MiniLM embeddings (no model call): from
+        `<cache_dir>/rag/vectors/<key>`, else embedded and saved there; reported as layer "vectors"."""
+        parts = [self.corpus.digest, INDEX_VERSION, [p.id for p in passages]]
+        key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+        folder = self.cache.path("vectors", key).with_suffix("")
+        with self.cache.building("vectors", key):
+            index = DocumentIndex.load(folder)
+            if index is not None:
+                self.reports.append(self._report("vectors", key, {"indexed_passages": len(passages)}, cached=True))
+                return index
+            start = time.perf_counter()
+            index = DocumentIndex.of_chunks([Chunk(p.source, p.heading, p.text) for p in passages])
+            index.save(folder)
+        built = {**usage_of([]), "seconds": round(time.perf_counter() - start, 3), "indexed_passages": len(passages)}
+        self.reports.append(self._report("vectors", key, built, cached=False))
+        return index
+
     def _build(self, layer: str, key: str, build: Callable[[Indexer], dict[str, Any]]) -> dict[str, Any]:
         before, failed = (len(self._model.recorder.trace.steps) if self._model else 0), len(self.failures)
         start = time.perf_counter()
@@ -218,6 +284,7 @@ class Indexer:
 
     def _report(self, layer: str, key: str, built: dict[str, Any], *, cached: bool) -> dict[str, Any]:
         report = {"index": layer, "corpus": self.corpus.name, "key": key[:16], "model": self.setup.model.alias}
+        report |= self.corpus.describe()
         if cached:  # read from the cache: nothing spent now; what building it cost is kept for reference
             nothing = usage_of([])
             return {**report, "cached": True, **nothing, "seconds": 0.0, "built": built}

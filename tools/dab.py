@@ -283,12 +283,12 @@ def open_mongo(task: Task) -> dict[str, MongoDatabase]:
 def _load_mongo(task: Task, source: DataSource) -> MongoDatabase:
     folder = source_path(source, task.data_dir)
     try:
-        return MongoDatabase(source.name, folder, _dump_db_name(task, source.name))
+        return MongoDatabase(source.name, folder, dump_db_name(task, source.name))
     except (OSError, ValueError) as error:  # bson.InvalidBSON is a ValueError too
         raise ToolError(f"database {source.name!r}: cannot load the mongodump at {folder}: {error}") from error
 
 
-def _dump_db_name(task: Task, name: str) -> str | None:
+def dump_db_name(task: Task, name: str) -> str | None:
     """The database name in the dump, from DAB's db_config (mongodump nests collections under it)."""
     client = task.metadata.get("db_config", {}).get("db_clients", {}).get(name, {})
     return client.get("db_name") if isinstance(client, dict) else None

@@ -65,6 +65,11 @@ def chunk_markdown(source: str, text: str, size: int = CHUNK_CHARS) -> list[Chun
     return [Chunk(source, heading, piece) for heading, body in _sections(text) for piece in _pack(body, size)]
 
 
+def chunk_text(source: str, heading: str, text: str, size: int = CHUNK_CHARS) -> list[Chunk]:
+    """Plain text (no Markdown headings) under one given heading, packed like a Markdown section."""
+    return [Chunk(source, heading, piece) for piece in _pack(text, size)]
+
+
 def _sections(text: str) -> Iterator[tuple[str, str]]:
     """(heading path, body) per Markdown section; `#` lines inside code fences are not headings."""
     path: list[tuple[int, str]] = []
@@ -178,7 +183,11 @@ class DocumentIndex:
     @classmethod
     def build(cls, files: list[tuple[str, Path]]) -> DocumentIndex:
         texts = [(name, path.read_text("utf-8", errors="replace")) for name, path in files]
-        chunks = [chunk for name, text in texts for chunk in chunk_markdown(name, text)]
+        return cls.of_chunks([chunk for name, text in texts for chunk in chunk_markdown(name, text)])
+
+    @classmethod
+    def of_chunks(cls, chunks: list[Chunk]) -> DocumentIndex:
+        """Embed the chunks (heading and text) into a new index."""
         index = faiss.IndexFlatIP(EMBEDDING_DIM)
         if chunks:
             index.add(embed([f"{c.heading}\n{c.text}" if c.heading else c.text for c in chunks]))
@@ -205,11 +214,15 @@ class DocumentIndex:
             return None
 
     def search(self, query: str, top_k: int) -> list[tuple[Chunk, float]]:
+        return [(self.chunks[i], score) for i, score in self.positions(query, top_k)]
+
+    def positions(self, query: str, top_k: int) -> list[tuple[int, float]]:
+        """The positions in `chunks` of the top_k closest chunks, with their cosine."""
         k = min(top_k, self.index.ntotal)
         if k == 0:
             return []
         scores, ids = self.index.search(embed([query]), k)
-        return [(self.chunks[i], float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
+        return [(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
 
 
 def load_index(files: list[tuple[str, Path]], cache_dir: str) -> tuple[DocumentIndex, bool]:

@@ -10,6 +10,7 @@ import itertools
 import json
 import re
 import shutil
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from data_agent_compare.app.runner import execute
 from data_agent_compare.compare import (
+    create_benchmark,
     Budgets,
     CallContext,
     Message,
@@ -32,7 +34,7 @@ from data_agent_compare.systems.rag import HippoRag
 from data_agent_compare.systems.rag_graph import EXTRACT_SYSTEM, SUMMARY_SYSTEM, text_units
 from data_agent_compare.systems.rag_index import task_corpus
 
-from helpers import load_tasks, make_plan, no_network, read_records
+from helpers import FIXTURES, load_tasks, make_plan, no_network, postgres_bin_dir_or_skip, read_records
 
 RAG_SYSTEMS = ["rag_naive", "rag_graph", "rag_hippo"]
 PHRASE = re.compile(r"\b[A-Z][a-zA-Z]+(?: [A-Z][a-zA-Z]+)*")
@@ -56,8 +58,9 @@ def answer_value(request: ModelRequest):
     return "unknown"
 
 
-def rag_model(sql: str = "SELECT 1", entities: list[str] | None = None):
-    """A scripted model for the RAG systems (module docstring); `calls` counts its calls by kind."""
+def rag_model(sql: str = "SELECT 1", entities: list[str] | None = None, query: dict | None = None):
+    """A scripted model for the RAG systems (module docstring); `calls` counts its calls by kind. `query` is
+    the plan's query in the task's query tool's arguments (default: execute_sql's, with `sql`)."""
     calls = {"extract": 0, "summary": 0, "plan": 0, "answer": 0}
 
     def respond(request: ModelRequest, context: CallContext) -> Message:
@@ -72,7 +75,7 @@ def rag_model(sql: str = "SELECT 1", entities: list[str] | None = None):
             calls["plan"] += 1
             wanted = request.response_schema["properties"]
             question = request.messages[1].content.splitlines()[0][:150]
-            plan = {"queries": [question], "entities": entities or [question], "sql": [{"sql": sql}]}
+            plan = {"queries": [question], "entities": entities or [question], "sql": [query or {"sql": sql}]}
             return Message(role="assistant", content=json.dumps({k: v for k, v in plan.items() if k in wanted}))
         calls["answer"] += 1
         return tool_call_message("answer", {"answer": answer_value(request)})
@@ -320,3 +323,89 @@ def test_scripted_frozen_vector_search_results_are_the_corpus_of_a_task_that_has
     for record in records:
         tools = steps(run_dir, record, "tool_call")
         assert record.status == "completed" and "Aurora Program" in tools[1]["result_summary"]
+
+
+# ---------------------------------------------------------------- DAB: the databases' text columns
+
+
+def dab_task(folder: Path) -> Task:
+    """A DAB-shaped task over one SQLite database whose `body` column holds review texts."""
+    folder.mkdir(parents=True)
+    con = sqlite3.connect(folder / "shop.db")
+    con.execute("CREATE TABLE reviews (review_id TEXT, product TEXT, body TEXT)")
+    texts = {
+        "Kettle": "The kettle boiled water quickly, but the Aurora Lid cracked after a month of daily use at home.",
+        "Toaster": "This toaster browns bread evenly on both sides and the crumb tray slides out for easy cleaning.",
+    }
+    rows = [(f"r{n}", product, f"{text} Review number {n}.") for n in range(6) for product, text in texts.items()]
+    con.executemany("INSERT INTO reviews VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    source = DataSource(name="shop_reviews", kind="sqlite", location="shop.db")
+    question = "How many reviews complain about a cracked lid?"
+    return Task(id="shop/query1", benchmark="dab", question=question, question_type="factoid", data=[source], data_dir=folder)
+
+
+def test_scripted_rag_systems_search_the_text_columns_of_a_dab_database(tmp_path, cache, scripted_model):
+    """A DAB task has no document corpus and no search tool: its text is in rows. rag_naive searches it with
+    its own FAISS index (no model call), the graph systems index it; structured data goes through list_db
+    and query_db, the DAB profile's own tools."""
+    task = dab_task(tmp_path / "shop")
+    query = {"db_name": "shop_reviews", "query": "SELECT COUNT(*) AS n FROM reviews WHERE body LIKE '%cracked%'"}
+    respond, calls = rag_model(entities=["Aurora Lid"], query=query)
+    records, manifest, run_dir = run(tmp_path, cache, fresh(scripted_model(respond)), [task], RAG_SYSTEMS)
+    retrieval = {"rag_naive": "search_text_columns", "rag_graph": "graph_search", "rag_hippo": "ppr_search"}
+    for record in records:
+        tools = steps(run_dir, record, "tool_call")
+        assert [t["tool"] for t in tools] == ["list_db", retrieval[record.system], "query_db", "return_answer"]
+        assert all(t["success"] for t in tools) and record.status == "completed"
+        assert "Aurora Lid cracked" in tools[1]["result_summary"]
+    naive = steps(run_dir, next(r for r in records if r.system == "rag_naive"), "tool_call")[1]["result_summary"]
+    assert naive.startswith("[") and " shop_reviews.reviews.body — review_id=r" in naive.splitlines()[0]
+    vectors = manifest.systems["rag_naive"]["indexing"][0]
+    assert vectors["index"] == "vectors" and vectors["model_calls"] == 0 and vectors["indexed_passages"] == 12
+    assert vectors["text_columns"] == [{"source": "shop_reviews.reviews.body", "rows": 12, "passages": 12, "cut": False}]
+    assert calls["extract"] == manifest.systems["rag_graph"]["indexing"][0]["model_calls"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~50 s to embed the 4,800 passages on two cores, once per cache
+def test_scripted_rag_systems_index_and_search_the_text_columns_of_dabs_databases(tmp_path, cache, scripted_model):
+    """DAB's bookreview keeps its evidence as text in rows (1,833 review texts in SQLite, book descriptions in
+    PostgreSQL): every RAG system indexes them, reads the schema with list_db and queries with query_db."""
+    postgres_bin_dir_or_skip()
+    dataset = tmp_path / "query_bookreview"  # a copy: loading builds the review SQLite next to the dump
+    shutil.copytree(FIXTURES / "dab" / "query_bookreview", dataset)
+    benchmark = create_benchmark("dab", dataset)
+    task = next(t for t in benchmark.load() if t.id == "bookreview/query1")
+    query = {"db_name": "review_dataset", "query": "SELECT COUNT(*) AS reviews FROM review"}
+    respond, calls = rag_model(entities=["Navy SEAL"], query=query)
+    plan = make_plan(tmp_path / "run", [task], fresh(scripted_model(respond)), RAG_SYSTEMS, benchmark, tools=cache)
+    with no_network() as attempts:
+        manifest = execute(plan)
+    assert attempts == []
+    records, run_dir = read_records(plan.run_dir), plan.run_dir
+    retrieval = {"rag_naive": "search_text_columns", "rag_graph": "graph_search", "rag_hippo": "ppr_search"}
+    for record in records:
+        tools = steps(run_dir, record, "tool_call")
+        names = [t["tool"] for t in tools]
+        assert names == ["list_db", "list_db", retrieval[record.system], "query_db", "return_answer"], names
+        assert all(t["success"] for t in tools) and tools[3]["arguments"] == query
+        assert tools[2]["result_summary"] and "nothing found" not in tools[2]["result_summary"]
+        if record.system == "rag_naive":  # passages name their column and row: "[id] db.table.column — keys"
+            assert re.match(r"\[\d+\] (review_dataset\.review\.text|books_dataset\.books_info\.\w+) — ", tools[2]["result_summary"])
+        assert record.status == "completed"
+
+    vectors = manifest.systems["rag_naive"]["indexing"]
+    assert [v["index"] for v in vectors] == ["vectors"] and vectors[0]["model_calls"] == 0
+    columns = {c["source"]: c for c in vectors[0]["text_columns"]}
+    assert columns["review_dataset.review.text"]["rows"] == 1833  # every review, none sampled
+    assert {"books_dataset.books_info.description", "books_dataset.books_info.features"} <= set(columns)
+    assert vectors[0]["indexed_passages"] == sum(c["passages"] for c in columns.values())
+
+    graph = manifest.systems["rag_graph"]["indexing"]
+    restored = benchmark.prepare([task])[0]  # the PostgreSQL source as the run saw it (already restored)
+    units = text_units(task_corpus(restored).passages)
+    assert calls["extract"] == len(units) == graph[0]["model_calls"]  # built once, read again by rag_hippo
+    assert manifest.systems["rag_hippo"]["indexing"][0]["cached"] is True
+    benchmark.close()
