@@ -78,4 +78,3 @@ def error_message(error: Any, content: bytes) -> str:
     if isinstance(error, str):
         return error
     return content[:500].decode("utf-8", "replace") or "(empty body)"
-

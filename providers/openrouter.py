@@ -39,6 +39,7 @@ OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
 BASE_URL_ENV = "OPENROUTER_BASE_URL"
 
+
 def _cache_sdk_models() -> None:
     """Build the SDK's (un)marshalling models once per type, not once per call.
 

@@ -50,7 +50,6 @@ from ..compare import (
 from ..compare.system import SystemSetup
 from ..compare.tool import ToolError, to_json
 from ..workflows.planning import ANSWER_REFUSED, answer_from_results
-from .semantic_operators import FETCH_TOOLS, describe_data
 from .rag_graph import (
     EXTRACT_SYSTEM,
     HIPPO_DAMPING,
@@ -67,6 +66,7 @@ from .rag_graph import (
     to_networkx,
 )
 from .rag_index import Corpus, Indexer, Passage, index_key, task_corpus
+from .semantic_operators import FETCH_TOOLS, describe_data
 
 RAG_VERSION = "1"
 PLAN_SYSTEM = """You are the planner of a retrieval-augmented data analyst. Before anything runs, decide what to \

@@ -16,6 +16,10 @@ only say how their library carries out an operator.
         │                                      (agent "operators": DECISION, whatever failed before)
         └─ answer (ctx.generate, GENERATE)     the tables after the operators → the `answer` tool
 
+DAB keeps its unstructured text (review texts, descriptions) in database columns: the plan's queries fetch
+those rows with `query_db` and the operators read the text by column name, so these systems take DAB's text
+as rows rather than as `documents` (which holds the document corpus and FDABench's recorded searches).
+
 Nothing is sampled silently: a table holds every row the SQL tool returned within its caps
 (`tools.sql_max_rows`, `tools.sql_max_bytes`; DAB's 100-row cut), and when a cap cut the result that
 is in the fetch step's trace (`truncated`), in every operator step's arguments, and in what the
@@ -126,6 +130,9 @@ def isolated_import() -> Iterator[None]:
                     os.environ[name] = value
             if "litellm" in sys.modules:
                 sys.modules["litellm"].drop_params = drop_params
+                # The libraries look up prices by the bare model id; LiteLLM prints a red "Provider List"
+                # banner on stdout for every miss (the lookup's failure itself is handled).
+                sys.modules["litellm"].suppress_debug_info = True
             for handler in [h for h in root.handlers if h not in handlers]:
                 root.removeHandler(handler)
             root.setLevel(level)

@@ -41,9 +41,7 @@ def table(tmp_path: Path) -> Path:
     return copy
 
 
-def test_prices_are_refreshed_in_place_from_the_model_list(
-    table: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_prices_are_refreshed_in_place_from_the_model_list(table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = table.read_text()
     with FakeOpenAIServer() as fake:
         fake.get_routes["/models"] = MODEL_LIST

@@ -18,7 +18,6 @@ import pytest
 
 from data_agent_compare.app.runner import execute
 from data_agent_compare.compare import (
-    create_benchmark,
     Budgets,
     CallContext,
     Message,
@@ -26,6 +25,7 @@ from data_agent_compare.compare import (
     ModelError,
     ModelRequest,
     ToolSettings,
+    create_benchmark,
 )
 from data_agent_compare.compare.system import SystemSetup
 from data_agent_compare.compare.task import DataSource, Task
@@ -343,7 +343,8 @@ def dab_task(folder: Path) -> Task:
     con.close()
     source = DataSource(name="shop_reviews", kind="sqlite", location="shop.db")
     question = "How many reviews complain about a cracked lid?"
-    return Task(id="shop/query1", benchmark="dab", question=question, question_type="factoid", data=[source], data_dir=folder)
+    fields = {"question": question, "question_type": "factoid", "data": [source], "data_dir": folder}
+    return Task(id="shop/query1", benchmark="dab", **fields)
 
 
 def test_scripted_rag_systems_search_the_text_columns_of_a_dab_database(tmp_path, cache, scripted_model):
@@ -364,7 +365,8 @@ def test_scripted_rag_systems_search_the_text_columns_of_a_dab_database(tmp_path
     assert naive.startswith("[") and " shop_reviews.reviews.body — review_id=r" in naive.splitlines()[0]
     vectors = manifest.systems["rag_naive"]["indexing"][0]
     assert vectors["index"] == "vectors" and vectors["model_calls"] == 0 and vectors["indexed_passages"] == 12
-    assert vectors["text_columns"] == [{"source": "shop_reviews.reviews.body", "rows": 12, "passages": 12, "cut": False}]
+    column = {"source": "shop_reviews.reviews.body", "rows": 12, "passages": 12, "cut": False}
+    assert vectors["text_columns"] == [column]
     assert calls["extract"] == manifest.systems["rag_graph"]["indexing"][0]["model_calls"] > 0
 
 
@@ -393,7 +395,8 @@ def test_scripted_rag_systems_index_and_search_the_text_columns_of_dabs_database
         assert all(t["success"] for t in tools) and tools[3]["arguments"] == query
         assert tools[2]["result_summary"] and "nothing found" not in tools[2]["result_summary"]
         if record.system == "rag_naive":  # passages name their column and row: "[id] db.table.column — keys"
-            assert re.match(r"\[\d+\] (review_dataset\.review\.text|books_dataset\.books_info\.\w+) — ", tools[2]["result_summary"])
+            first = r"\[\d+\] (review_dataset\.review\.text|books_dataset\.books_info\.\w+) — "
+            assert re.match(first, tools[2]["result_summary"])
         assert record.status == "completed"
 
     vectors = manifest.systems["rag_naive"]["indexing"]

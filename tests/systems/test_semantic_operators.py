@@ -465,3 +465,35 @@ def test_rows_of_both_query_tools_and_recorded_search_results_become_tables():
         {"source": "https://example.com/p", "heading": "Policy", "text": "Refunds within 30 days."},
         {"source": "search_documents", "heading": "", "text": "plain"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("system", "operator", "verdict"),
+    [("lotus", "sem_filter", lotus_verdict), ("docetl", "filter", docetl_keep)],
+)
+def test_scripted_operators_read_the_text_column_of_every_row_a_dab_query_returns(
+    tmp_path, scripted_model, system, operator, verdict
+):
+    """On DAB the unstructured text is in rows: the plan fetches them with query_db (row objects) and the
+    operator reads the text column of each."""
+    source = DataSource(name="shop", kind=DataSourceKind.SQLITE, location=str(review_database(tmp_path, rows=60)))
+    task = review_task(tmp_path).model_copy(update={"benchmark": "dab", "data": [source]})
+    fetch = {"tool": "query_db", "arguments": {"db_name": "shop", "query": "SELECT id, comment FROM reviews"}}
+    planned = {"operator": operator, "input": "table_1", "instruction": "the {comment} mentions a late delivery"}
+    seen: list[str] = []
+
+    def respond(request: ModelRequest, context: CallContext) -> Message:
+        if is_plan(request):
+            return Message(role="assistant", content=json.dumps({"queries": [fetch], "operators": [planned]}))
+        if offers_answer(request):  # the answer step (DAB's return_answer answers to `answer` too)
+            kept = re.findall(r"^table_1: (\d+) rows", last_user(request), re.M)
+            return tool_call_message("answer", {"answer": kept[0] if kept else "none"})
+        seen.append(last_user(request))
+        return verdict(request)
+
+    record, trace, _ = run_task(tmp_path, scripted_model(respond), task, system, **BIG)
+
+    assert sorted(int(re.search(r"review (\d+):", text).group(1)) for text in seen) == list(range(60))
+    tools = [t["tool"] for t in tool_calls(trace)]
+    assert tools[:2] == ["list_db", "query_db"] and tools[-1] == "return_answer"
+    assert record["status"] == "completed" and record["answer"]["text"] == "20"

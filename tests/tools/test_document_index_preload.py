@@ -58,4 +58,3 @@ def test_the_index_is_read_once_and_before_any_task_clock(tmp_path: Path, digest
         assert record.setup_s < 0.5, record.setup_s  # no embedding model, no index read inside a task
         started_at = json.loads((plan.run_dir / record.trace_file).read_text())["started_at"]
         assert datetime.fromisoformat(started_at).timestamp() > digests[0]  # the clock started after the read
-

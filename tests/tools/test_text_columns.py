@@ -88,7 +88,9 @@ def test_a_column_over_the_row_cap_says_it_was_cut(tmp_path, monkeypatch):
 
 
 def test_an_unreadable_database_is_named(tmp_path):
+    missing = DataSource(name="shop", kind="sqlite", location="missing.db")
     with pytest.raises(ToolError, match="'shop'"):
-        text_column_chunks(task(tmp_path, DataSource(name="shop", kind="sqlite", location="missing.db")), ToolSettings())
-    with pytest.raises(ToolError, match="'library'.*mongodump"):
-        text_column_chunks(task(tmp_path, DataSource(name="library", kind="mongo", location="nowhere")), ToolSettings())
+        text_column_chunks(task(tmp_path, missing), ToolSettings())
+    nowhere = DataSource(name="library", kind="mongo", location="nowhere")
+    with pytest.raises(ToolError, match=r"'library'.*mongodump"):
+        text_column_chunks(task(tmp_path, nowhere), ToolSettings())
