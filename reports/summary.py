@@ -66,6 +66,56 @@ class SummaryRow(BaseModel):
     backoff_s: float = 0.0  # total seconds slept between attempts (in no model latency)
 
 
+class IndexBuild(BaseModel):
+    """One index a system built or read before the tasks (RAG), as the manifest reports it."""
+
+    system: str
+    model: str
+    index: str
+    corpus: str
+    passages: int | None = None
+    cached: bool = False  # read from the cache: nothing spent in this run
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+def index_builds(manifest: Manifest) -> list[IndexBuild]:
+    """The indexes of every system of the run (`systems.<name>.indexing`), metered apart from the tasks."""
+    builds = []
+    for system, described in manifest.systems.items():
+        for entry in described.get("indexing") or []:
+            fields = {k: entry[k] for k in IndexBuild.model_fields if k in entry and entry[k] is not None}
+            builds.append(IndexBuild(**{"index": "", "corpus": "", "model": "", **fields, "system": system}))
+    return builds
+
+
+def index_lines(builds: list[IndexBuild]) -> list[str]:
+    """summary.md's section on index building; nothing when no system built an index."""
+    if not builds:
+        return []
+    lines = [
+        "## Index building (before the tasks; not in the per-task means above)",
+        "",
+        "| system | model | index | corpus | passages | cached | model calls | tokens in/out | cost $ | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b in builds:
+        cached = "yes" if b.cached else ("failed: " + b.error.replace("|", "/")[:120] if b.error else "no")
+        passages = "" if b.passages is None else str(b.passages)
+        lines.append(
+            f"| {b.system} | {b.model} | {b.index} | {b.corpus} | {passages} | {cached} | {b.model_calls} | "
+            f"{_num(b.input_tokens)}/{_num(b.output_tokens)} | {b.cost_usd:.4f} | {b.seconds:.1f} |"
+        )
+    spent = [b for b in builds if not b.cached]
+    calls, cost = sum(b.model_calls for b in spent), sum(b.cost_usd for b in spent)
+    lines += ["", f"Spent on indexes in this run: {calls} model calls, ${cost:.4f}; add it when comparing totals."]
+    return lines
+
+
 class PairRow(BaseModel):
     first: str  # "system/model"
     second: str
@@ -356,6 +406,9 @@ def markdown(
     if records:
         intervals = confidence_lines(records, infra_errors_as_failures=infra_errors_as_failures)
         lines += ["", "## Means with 95% bootstrap confidence intervals (over tasks)", "", *intervals]
+    indexes = index_lines(index_builds(m))
+    if indexes:
+        lines += ["", *indexes]
     if benchmark_lines:
         lines += ["", *benchmark_lines]
     if pairs:

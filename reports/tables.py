@@ -21,7 +21,7 @@ from ..evaluators.dbgorilla import argument_bucket
 from ..evaluators.statistics import bootstrap_ci
 from .cells import Cell, ReportTable, count, has_score, label, link_of, mean_cell, plain, score
 from .runs import ReportData
-from .summary import BUDGET_STATUSES, PHASES, correctness
+from .summary import BUDGET_STATUSES, PHASES, correctness, index_builds
 
 LEVEL_ORDER = {"easy": 0, "medium": 1, "hard": 2}
 COMPONENTS_PREFIX = "component_exact_match."
@@ -319,6 +319,34 @@ def dbgorilla_by_arguments(data: ReportData) -> ReportTable:
         cells += [mean_cell(rows, score(m), quality=True, link=link, **flags) for m in ("ast_score", "exact_match")]
         table.rows.append(cells)
     return table
+
+
+def indexing(data: ReportData) -> ReportTable | None:
+    """The indexes the systems built (or read from the cache) before the tasks, per run; None without any."""
+    columns = ["run", "system", "model", "index", "corpus", "passages", "cached", "model calls"]
+    columns += ["input tokens", "output tokens", "cost $", "seconds"]
+    note = "Built before any task's clock and metered apart: not in the per-task means. Add them to compare totals."
+    table = ReportTable(key="indexing", title="Index building (RAG)", columns=columns, note=note)
+    for run in data.runs:
+        for b in index_builds(run.manifest):
+            cached = "yes" if b.cached else (f"failed: {b.error}" if b.error else "no")
+            table.rows.append(
+                [
+                    label(run.run_dir.name),
+                    label(b.system),
+                    label(b.model),
+                    label(b.index),
+                    label(b.corpus),
+                    plain(None if b.passages is None else float(b.passages), 0),
+                    label(cached),
+                    plain(float(b.model_calls), 0),
+                    plain(float(b.input_tokens), 0),
+                    plain(float(b.output_tokens), 0),
+                    plain(b.cost_usd, 4),
+                    plain(b.seconds, 1),
+                ]
+            )
+    return table if table.rows else None
 
 
 def budget_stops(records: list[ResultRecord]) -> int:

@@ -125,3 +125,35 @@ def test_significance_pairs_among_the_top_systems(report):
     assert same[3].value == 0 and same[6].text == "no" and same[7].text == "–"
     differing = next(r for r in table.rows if r[3].value and r[3].value != 0)
     assert int(differing[7].text.replace(",", "")) > differing[2].value  # six tasks cannot show a 0.5 gap
+
+
+def test_index_building_is_reported_apart_from_the_tasks_and_only_when_a_system_built_one(report, tmp_path):
+    import json
+    import shutil
+
+    from data_agent_compare.reports.summary import index_builds, markdown
+
+    assert "indexing" not in report.tables  # the recorded run has no RAG system
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    built = {"index": "entity_graph", "corpus": "2708c57d36c8dd0e", "model": "alpha", "passages": 46, "cached": False}
+    built |= {"model_calls": 10, "input_tokens": 7907, "output_tokens": 1197, "cost_usd": 0.25, "seconds": 3.5}
+    read = {**built, "index": "communities", "cached": True, "model_calls": 0, "cost_usd": 0.0, "built": {}}
+    failed = {"corpus": "99aa", "model": "beta", "error": "ModelError: every indexing call failed"}
+    manifest["systems"]["planning"]["indexing"] = [built, read, failed]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+    data = load_runs([run])
+    table = assemble(data).tables["indexing"]
+    assert [[c.text for c in row[1:8]] for row in table.rows] == [
+        ["planning", "alpha", "entity_graph", "2708c57d36c8dd0e", "46", "no", "10"],
+        ["planning", "alpha", "communities", "2708c57d36c8dd0e", "46", "yes", "0"],
+        ["planning", "beta", "", "99aa", "–", "failed: ModelError: every indexing call failed", "0"],
+    ]
+    summary = markdown(data.summary(), data.runs[0].manifest)
+    assert "## Index building (before the tasks; not in the per-task means above)" in summary
+    row = "| planning | alpha | entity_graph | 2708c57d36c8dd0e | 46 | no | 10 | 7,907/1,197 | 0.2500 | 3.5 |"
+    assert row in summary
+    assert "Spent on indexes in this run: 10 model calls, $0.2500" in summary  # the cached read cost nothing now
+    assert len(index_builds(data.runs[0].manifest)) == 3

@@ -1,6 +1,10 @@
 """Measure the RAG systems beside tool_use and planning on the bundled benchmark with a scripted model.
 
     .venv/bin/python tests/systems/measure_rag.py [OUT_DIR]
+    .venv/bin/python tests/systems/measure_rag.py --dab [OUT_DIR]
+
+With --dab: the index-building cost of DAB bookreview's corpus (its databases' text columns, the copy in
+tests/fixtures; needs PostgreSQL) for the three RAG systems on its first query, same scripted model.
 
 Every system gets the same scripted model: it reads the schema, searches the documents for the question,
 runs the task's gold SQL and answers with the first option (the agents by tool calls, the planner by a
@@ -95,12 +99,44 @@ def main(out: Path) -> None:
             f"{system:<11} {row['completed']:>3}/{row['tasks']:<2}{row['model_calls']:>6.2f} {row['tokens']:>8.0f} "
             f"{row['wall_s']:>7.3f} {row['tool_calls']:>6.2f}  calls/tokens/wall {ratios[0]} | {ratios[1]}"
         )
+    print_index_builds(manifest, SYSTEMS)
+
+
+def print_index_builds(manifest, systems: list[str]) -> None:
     print("\nindex building (per corpus, metered apart from the tasks):")
-    for system in SYSTEMS:
+    for system in systems:
         for build in manifest.systems[system].get("indexing", []):
             fields = ("index", "corpus", "cached", "model_calls", "input_tokens", "output_tokens", "seconds")
-            print(f"  {system:<10} " + "  ".join(f"{k}={build.get(k)}" for k in fields))
+            extra = {"passages": build.get("passages"), "indexed": build.get("indexed_passages")}
+            shown = "  ".join(f"{k}={build.get(k)}" for k in fields)
+            print(f"  {system:<10} {shown}  " + "  ".join(f"{k}={v}" for k, v in extra.items() if v is not None))
+
+
+def main_dab(out: Path) -> None:
+    import shutil
+
+    from data_agent_compare.app.runner import execute
+    from data_agent_compare.compare import create_benchmark
+
+    from helpers import FIXTURES
+
+    dataset = out / "query_bookreview"
+    shutil.copytree(FIXTURES / "dab" / "query_bookreview", dataset)
+    benchmark = create_benchmark("dab", dataset)
+    task = next(t for t in benchmark.load() if t.id == "bookreview/query1")
+    systems = ["rag_naive", "rag_graph", "rag_hippo"]
+    respond, _ = rag_model(query={"db_name": "review_dataset", "query": "SELECT COUNT(*) FROM review"})
+    with scripted_provider() as install:
+        model = install(respond)
+        tools = ToolSettings(cache_dir=str(out / "cache"))
+        manifest = execute(make_plan(out, [task], model, systems, benchmark, tools=tools))
+    builds = manifest.systems["rag_naive"]["indexing"]
+    for column in builds[0].get("text_columns", []):
+        print(f"  text column {column['source']}: {column['rows']} rows, {column['passages']} passages")
+    print_index_builds(manifest, systems)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="measure-rag-")))
+    arguments = [a for a in sys.argv[1:] if a != "--dab"]
+    folder = Path(arguments[0]) if arguments else Path(tempfile.mkdtemp(prefix="measure-rag-"))
+    (main_dab if "--dab" in sys.argv else main)(folder)
