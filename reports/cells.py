@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable
 
@@ -13,6 +14,23 @@ from ..evaluators.statistics import bootstrap_ci
 from .summary import judged, per_task, ran
 
 Metric = Callable[[ResultRecord], float | None]
+TEXT_LIMIT = 600  # characters of a model's text, a tool's arguments or result kept per step
+
+
+def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
+    """The text, or its first `limit` characters saying how many more there were."""
+    text = text or ""
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit:,} more characters]"
+
+
+def answer_text(record: ResultRecord) -> str:
+    """A record's answer as one line of text: its tool call, its choices, or its text or report."""
+    answer = record.answer
+    if answer.get("tool_call"):
+        return json.dumps(answer["tool_call"], ensure_ascii=False)
+    if answer.get("choices"):
+        return ", ".join(answer["choices"])
+    return str(answer.get("text") or answer.get("report") or "")
 
 
 class Cell(BaseModel):

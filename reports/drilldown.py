@@ -2,7 +2,7 @@
 model × epoch its answer, scores, status, failure mode and trace timeline (model calls with tokens, cost
 and latency; tool calls with arguments and a result summary; phases, retries, errors).
 
-Long texts are cut (`TEXT_LIMIT`) so that a 2,000-record report stays a file a browser opens quickly;
+Long texts are cut (`cells.TEXT_LIMIT`) so that a 2,000-record report stays a file a browser opens quickly;
 the run directory keeps everything."""
 
 from __future__ import annotations
@@ -12,29 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..compare.runlog import ResultRecord
 from ..compare.trace import MessageStep, ModelCallStep, Step, Trace
+from .cells import answer_text, cut
 from .failures import failure_mode
 from .runs import ReportData
 from .summary import correctness
 
-if TYPE_CHECKING:  # judged.py uses this module's text helpers
+if TYPE_CHECKING:
     from .judged import Verdict
 
-TEXT_LIMIT = 600  # characters of a model's text, a tool's arguments or result kept per step
 ANSWER_LIMIT = 2_000  # characters of an answer (reports can be long)
-
-
-def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit:,} more characters]"
-
-
-def answer_text(record: ResultRecord) -> str:
-    answer = record.answer
-    if answer.get("tool_call"):
-        return json.dumps(answer["tool_call"], ensure_ascii=False)
-    if answer.get("choices"):
-        return ", ".join(answer["choices"])
-    return str(answer.get("text") or answer.get("report") or "")
 
 
 def _step(step: Step) -> dict[str, Any]:

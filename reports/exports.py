@@ -14,8 +14,7 @@ from typing import Any
 import duckdb
 
 from ..compare.runlog import ResultRecord, UnitKey, redact_credentials
-from .cells import ReportTable
-from .drilldown import answer_text
+from .cells import ReportTable, answer_text
 from .failures import failure_mode
 from .judged import Verdict
 from .runs import ReportData

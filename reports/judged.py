@@ -25,8 +25,7 @@ from pathlib import Path
 from ..compare.model import Message, MeteredModel, ModelConfig, ModelError, get_provider
 from ..compare.runlog import ResultRecord, UnitKey, write_json
 from ..compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, Usage
-from .cells import Cell, ReportTable, count, label, link_of
-from .drilldown import answer_text, cut
+from .cells import Cell, ReportTable, answer_text, count, cut, label, link_of
 from .failures import failure_mode
 from .runs import ReportData
 
