@@ -41,7 +41,7 @@ from ..compare.task import Task
 from .config import ConfigError, load_model_table, load_plugins, load_run_config
 
 if TYPE_CHECKING:
-    from .runner import RunPlan
+    from .units import RunPlan
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
 console = Console(stderr=True)
@@ -298,7 +298,7 @@ def _sandbox_warnings(plan: RunPlan) -> list[str]:
 def _stop(plan: RunPlan, stop: BaseException) -> None:
     """One line on how the run stopped and how to finish it; exit without joining threads that may
     still be inside a model call."""
-    from .runner import RunWriteError, WorkerLost
+    from .units import RunWriteError, WorkerLost
 
     finish = f"results so far are in {plan.run_dir}. Finish with: compare --resume --out {plan.run_dir}"
     if isinstance(stop, RunWriteError):

@@ -41,7 +41,7 @@ from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from .config import RunConfig, load_plugins
-from .runner import Attempts, RunPlan, Unit, _prepare_models, _setup_provider, run_unit
+from .units import Attempts, RunPlan, Unit, prepare_models, run_unit, setup_provider
 
 UnitResult = tuple[ResultRecord, Trace, Trace | None]
 
@@ -54,17 +54,6 @@ class Executor(Protocol):
 
     def shutdown(self) -> None:
         """Every unit finished: release the workers."""
-
-
-def create_executor(plan: RunPlan, pending: list[Unit], writer: RunLogWriter, endpoint: EndpointFactory) -> Executor:
-    kind = plan.config.executor
-    if kind == "process":
-        return ProcessExecutor(plan, pending)
-    if kind == "ray":
-        from .ray_executor import RayExecutor  # Ray is imported only when asked for
-
-        return RayExecutor(plan, pending)
-    return ThreadExecutor(plan, writer, endpoint)
 
 
 def executor_warnings(plan: RunPlan) -> list[str]:
@@ -147,9 +136,9 @@ class WorkerPlan:
             limit_share=self.limit_share,
         )
         if plan.replay is None:
-            _prepare_models(plan)
+            prepare_models(plan)
         prepare_tools(plan.tasks, config.tools)
-        prepare_systems(plan.systems, self.units, config.tools, plan.run_dir, {}, _setup_provider(plan))
+        prepare_systems(plan.systems, self.units, config.tools, plan.run_dir, {}, setup_provider(plan))
         return plan
 
 

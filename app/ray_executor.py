@@ -27,7 +27,7 @@ from typing import Any
 from ..compare.runlog import CALLS_FILE, RunLogWriter, SpentCall
 from ..providers.endpoint import GatewayServer
 from .executors import AppendJournal, UnitResult, WorkerPlan
-from .runner import Attempts, RunPlan, Unit, run_unit
+from .units import Attempts, RunPlan, Unit, run_unit
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

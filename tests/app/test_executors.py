@@ -22,7 +22,8 @@ import pytest
 
 from data_agent_compare.app.cli import progress_line
 from data_agent_compare.app.config import ConfigError, load_run_config
-from data_agent_compare.app.runner import FairQueue, RunProgress, Unit, execute, plan_run
+from data_agent_compare.app.runner import FairQueue, RunProgress, execute, plan_run
+from data_agent_compare.app.units import Unit
 from data_agent_compare.compare import Answer, CallContext, Message, ModelRequest, RunContext, System, Task
 from data_agent_compare.compare.runlog import read_run
 from data_agent_compare.providers.scripted import tool_call_message

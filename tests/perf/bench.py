@@ -159,7 +159,7 @@ def dir_size(path: Path) -> int:
 
 
 def overhead(calls: int) -> dict[str, float]:
-    from data_agent_compare.app.runner import UnitRecorder
+    from data_agent_compare.app.units import UnitRecorder
     from data_agent_compare.compare import Budgets, Message, ModelConfig, Trace
     from data_agent_compare.compare.model import MeteredModel, ModelRequest, ToolSpec
     from data_agent_compare.providers.cache import KeyedProvider
