@@ -3,14 +3,15 @@ scripted model.
 
     .venv/bin/python tests/systems/measure_semantic_operators.py [OUT_DIR] [--limit N]
 
-Every system gets the same scripted model and the same budgets (max_steps 400). The agents read the
-schema, search the documents for the question, run the task's gold SQL and answer with the first option
-(tool_use one tool call per model call, planning by a plan of those three steps). LOTUS and DocETL plan the
-gold SQL and two operators over the document chunks: a filter ("the {text} helps answer the question";
-the scripted model keeps every third chunk) and an aggregation of what it kept (sem_agg / reduce). The model
-costs no time, so wall time is the systems' own work plus the gateway's HTTP round trips (the libraries are
-imported in `System.prepare`, before any task's clock). Prints, per system,
-model calls, tokens and wall time per task, and their ratio to tool_use and planning.
+Every system gets the same scripted model and the same budgets (max_steps 400, max_tokens 2,000,000). The
+agents read the schema, search the documents for the question, run the task's gold SQL and answer with the
+first option (tool_use one tool call per model call, planning by a plan of those three steps). LOTUS, DocETL
+and Palimpzest plan the gold SQL and two operators over the document chunks: a filter ("the {text} helps
+answer the question"; the scripted model keeps every third chunk), then an aggregation of what it kept
+(sem_agg / reduce) or, for Palimpzest, which has none, a map. The model costs no time, so wall time is the
+systems' own work plus the gateway's HTTP round trips (the libraries are imported in `System.prepare`,
+before any task's clock; Palimpzest runs in its worker process). Prints, per system, model calls, tokens
+and wall time per task, and their ratio to tool_use and planning.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from data_agent_compare.providers.scripted import tool_call_message  # noqa: E40
 
 from helpers import load_tasks, make_plan, read_records, scripted_provider, steps_taken  # noqa: E402
 
-SYSTEMS = ["tool_use", "planning", "lotus", "docetl"]
+SYSTEMS = ["tool_use", "planning", "lotus", "docetl", "palimpzest"]
 OPERATORS = {
     "lotus": [("sem_filter", {}), ("sem_agg", {})],
     "docetl": [("filter", {}), ("reduce", {"output_column": "summary"})],
+    "palimpzest": [("sem_filter", {}), ("sem_map", {"column": "summary"})],  # it has no aggregate
 }
 
 
@@ -56,9 +58,15 @@ def operator_plan(system: str, sql: str) -> Message:
 
 
 def operator_reply(request: ModelRequest) -> Message:
-    """A row's verdict (every third chunk passes) or an aggregate, as LOTUS (text) or DocETL (send_output)."""
+    """A row's verdict (every third chunk passes) or an aggregate, as LOTUS (text), DocETL (send_output) or
+    Palimpzest (its REASONING / ANSWER format) asks for it."""
     prompt = request.messages[-1].content or ""
     keep = zlib.crc32(prompt.encode()) % 3 == 0
+    text = "\n".join(m.content or "" for m in request.messages)
+    if "FILTER CONDITION" in text:
+        return Message(role="assistant", content=f"REASONING: scripted.\nANSWER: {str(keep).upper()}\n---")
+    if "OUTPUT FIELDS" in text:
+        return Message(role="assistant", content='REASONING: scripted.\nANSWER: {"summary": "a short summary"}\n---')
     if not request.tools:
         return Message(role="assistant", content="True" if keep else "False")
     properties = request.tools[0].parameters.get("properties", {})
@@ -100,7 +108,8 @@ def main(out: Path, limit: int | None) -> None:
     with scripted_provider() as install:
         model = install(scripted(gold))
         settings = ToolSettings(cache_dir=str(out / "cache"))
-        plan = make_plan(out, tasks, model, SYSTEMS, tools=settings, budgets=Budgets(max_steps=400))
+        budgets = Budgets(max_steps=400, max_tokens=2_000_000)
+        plan = make_plan(out, tasks, model, SYSTEMS, tools=settings, budgets=budgets)
         execute(plan)
     records = read_records(plan.run_dir)
     rows = {}
