@@ -12,6 +12,11 @@ rubric.py): its calls are metered apart from every system, its traces are writte
 report folder, and its tokens and cost are reported beside the table, never in a system's numbers.
 Every call: temperature 0 and a strict JSON schema; a failed call or an invalid reply leaves the record
 unjudged with the error kept.
+
+Verdicts are cached in `judge/verdicts.jsonl` of the report folder, keyed by the judge (provider, model id),
+the prompt version, the record and the whole prompt: rendering the report again asks the judge nothing it has answered,
+and the table says how many verdicts came from the cache (they cost nothing now). Failed verdicts are not
+cached.
 """
 
 from __future__ import annotations
@@ -81,6 +86,39 @@ class JudgedFailures:
     verdicts: dict[UnitKey, Verdict] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
+    cached: int = 0  # verdicts read from the cache: no call now
+
+
+class VerdictCache:
+    """Verdicts already given, one JSON object a line ({"key", "mode", "justification"}); appended as given."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.known: dict[str, Verdict] = {}
+        if path.is_file():
+            for line in path.read_text("utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.known[entry["key"]] = Verdict(mode=entry["mode"], justification=entry["justification"])
+                except (ValueError, KeyError, TypeError):  # a line cut by a crash: that verdict is asked again
+                    continue
+
+    @staticmethod
+    def key(judge: ModelConfig, record: ResultRecord, prompt: str) -> str:
+        """The judge, the prompt's version and text, and the record it is about (two systems that wrote the
+        same answer the same way are judged each for itself)."""
+        parts = [judge.provider, judge.model_id, FAILURE_JUDGE_HASH, str(record.key), prompt]
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+    def get(self, key: str) -> Verdict | None:
+        return self.known.get(key)
+
+    def put(self, key: str, verdict: Verdict) -> None:
+        self.known[key] = verdict
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {"key": key, "mode": verdict.mode, "justification": verdict.justification}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
 
 def _trajectory(trace: Trace | None) -> tuple[str, int, int]:
@@ -135,14 +173,25 @@ def _judge_one(judge: ModelConfig, record: ResultRecord, prompt: str) -> tuple[V
 def judge_failures(
     data: ReportData, traces: dict[UnitKey, Trace | None], judge: ModelConfig, out: Path
 ) -> JudgedFailures:
-    """Judge every wrong answer; the judge's traces go to `out/judge/`."""
+    """Judge every wrong answer not judged before (`out/judge/verdicts.jsonl`); the judge's traces go to
+    `out/judge/`."""
     result = JudgedFailures(judge=judge)
+    cache = VerdictCache(out / "judge" / "verdicts.jsonl")
     for record in data.records:
         if failure_mode(record) != "wrong answer":
             continue
         question, _ = data.question(record)
-        verdict, trace = _judge_one(judge, record, _prompt(record, question, traces.get(record.key)))
+        prompt = _prompt(record, question, traces.get(record.key))
+        key = VerdictCache.key(judge, record, prompt)
+        known = cache.get(key)
+        if known is not None:
+            result.verdicts[record.key] = known
+            result.cached += 1
+            continue
+        verdict, trace = _judge_one(judge, record, prompt)
         result.verdicts[record.key] = verdict
+        if verdict.mode is not None:
+            cache.put(key, verdict)
         usage = trace.usage()
         result.calls += len(trace.model_calls)
         result.usage.input_tokens += usage.input_tokens
@@ -177,4 +226,6 @@ def judged_table(data: ReportData, judged: JudgedFailures) -> ReportTable:
         f"systems: {judged.calls} calls, {usage.input_tokens:,} input / {usage.output_tokens:,} output tokens, "
         f"${usage.cost_usd:.4f}; its traces are in judge/. Not in any system's cost."
     )
+    if judged.cached:
+        table.note += f" {judged.cached} verdict(s) came from judge/verdicts.jsonl (judged before; nothing spent now)."
     return table

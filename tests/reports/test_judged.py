@@ -59,3 +59,23 @@ def test_a_judge_that_cannot_be_used_exits_2_before_anything_is_written(tmp_path
     keyless = runner.invoke(app, ["report", str(RUN), "--out", str(tmp_path / "b"), "--judge", "gpt-5"])
     assert keyless.exit_code == 2 and "OPENROUTER_API_KEY" in keyless.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_rendering_again_asks_the_judge_only_what_it_has_not_answered(tmp_path, scripted_model):
+    asked: list[str] = []
+
+    def counting(request, context):
+        asked.append(context.task_id)
+        return verdicts(request, context)
+
+    scripted_model(counting)
+    first = assemble(load_runs([RUN]), judge=JUDGE, out=tmp_path).tables["judged_failures"]
+    assert len(asked) == 6 and "came from" not in first.note
+    again = assemble(load_runs([RUN]), judge=JUDGE, out=tmp_path).tables["judged_failures"]
+    # the four good verdicts are read back; the two malformed ones (planning) are asked again
+    assert len(asked) == 6 + 2
+    assert "2 calls" in again.note and "4 verdict(s) came from judge/verdicts.jsonl" in again.note
+    assert again.texts() == first.texts()
+    other = ModelConfig(alias="other", provider="scripted", model_id="other-judge")
+    assemble(load_runs([RUN]), judge=other, out=tmp_path)
+    assert len(asked) == 8 + 6  # another judge model answers for itself
