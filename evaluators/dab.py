@@ -57,7 +57,7 @@ from ..compare.scorer import Scores, reports
 from ..compare.task import Answer, Gold, Task
 from ..compare.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
-from .statistics import pass_at_k, stratified_mean
+from .statistics import BootstrapCI, pass_at_k, stratified_bootstrap_ci, stratified_mean
 
 VALIDATOR_TIMEOUT_S = 30.0
 VALIDATOR_MEMORY_MB = 1024
@@ -297,6 +297,13 @@ class PassAtKTable:
     datasets: dict[str, dict[int, float]]
     overall: dict[int, float]
     unavailable: list[str]
+
+    def overall_ci(self, k: int) -> BootstrapCI:
+        """The stratified pass@k with its 95% interval, queries resampled within their dataset."""
+        by_dataset: dict[str, list[float]] = defaultdict(list)
+        for query in self.queries:
+            by_dataset[query.dataset].append(query.pass_at[k])
+        return stratified_bootstrap_ci(by_dataset)
 
 
 def _passed(record: Mapping[str, Any]) -> bool:

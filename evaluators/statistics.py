@@ -7,7 +7,8 @@
 - `sign_test`: the same test on per-task mean differences, for tasks run several times (epochs):
   repeating a task must not count as more evidence than one task.
 - `pass_at_k`: the unbiased pass@k estimator of Chen et al. (2021).
-- `stratified_mean`: mean per group, then the unweighted mean of the group means.
+- `stratified_mean`: mean per group, then the unweighted mean of the group means;
+  `stratified_bootstrap_ci` its interval, each group resampled within itself.
 
 Every resampling function is deterministic for a given seed (numpy's PCG64 generator). Values with
 few distinct levels (at most `LEVELS_RESAMPLED_AS_COUNTS`: 0/1 scores, per-task means over a few
@@ -216,3 +217,26 @@ def stratified_mean(values_by_group: Mapping[str, Sequence[float]]) -> float:
     if empty:
         raise ValueError(f"groups without values: {empty}")
     return float(np.mean([np.mean(_as_array(values)) for values in values_by_group.values()]))
+
+
+def stratified_bootstrap_ci(
+    values_by_group: Mapping[str, Sequence[float]], *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> BootstrapCI:
+    """(stratified mean, low, high): each group is resampled with replacement within itself (its size
+    kept), the group means are averaged with equal weights, and the interval is the percentile interval
+    of those stratified means. Groups are told apart by name, sorted, each with a seed of its own.
+
+    No groups: NaN everywhere. When no group has two values there is nothing to resample: NaN bounds (a
+    group of one value adds its value to every resample, without spread). An empty group: ValueError.
+    """
+    _check(confidence, resamples)
+    mean = stratified_mean(values_by_group)
+    if not values_by_group or all(len(values) < 2 for values in values_by_group.values()):
+        return BootstrapCI(mean, math.nan, math.nan)
+    seeds = np.random.SeedSequence(seed).spawn(len(values_by_group))
+    means = np.zeros(resamples)
+    for (_, values), child in zip(sorted(values_by_group.items()), seeds, strict=True):
+        array = _as_array(values)
+        group_seed = int(child.generate_state(1)[0])
+        means += _bootstrap_means(array, resamples, group_seed) if len(array) > 1 else float(array[0])
+    return BootstrapCI(mean, *_percentiles(means / len(values_by_group), confidence))

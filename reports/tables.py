@@ -222,17 +222,24 @@ def dab_pass_at_k(data: ReportData) -> ReportTable:
             for k in ks:
                 cells.append(_pass_cell(result, queries, dataset, k, link))
             table.rows.append(cells)
-    table.note = "pass@k: the unbiased estimator over each query's trials (DAB's rule: every failed trial counts)."
+    table.note = (
+        "pass@k: the unbiased estimator over each query's trials (DAB's rule: every failed trial counts). "
+        "The stratified average weighs datasets equally; its interval resamples queries within their dataset."
+    )
     return table
 
 
 def _pass_cell(result, queries, dataset: str, k: int, link: dict[str, str]) -> Cell:
     if dataset == "stratified average":
-        return plain(result.overall.get(k), 3, link)
-    values = [q.pass_at[k] for q in queries if k in q.pass_at]
-    if not values:
-        return Cell(text="–")
-    mean, low, high = bootstrap_ci(values)
+        if k not in result.overall:
+            return Cell(text="–")
+        mean, low, high = result.overall_ci(k)
+        values = result.queries
+    else:
+        values = [q.pass_at[k] for q in queries if k in q.pass_at]
+        if not values:
+            return Cell(text="–")
+        mean, low, high = bootstrap_ci(values)
     interval = "" if low != low else f" [{low:.3f}, {high:.3f}]"
     return Cell(text=f"{mean:.3f}{interval} (n={len(values)})", value=mean, n=len(values), link=link)
 

@@ -303,8 +303,13 @@ class DataAgentBench(Benchmark):
         lines = []
         for name, rows in sorted(groups.items()):
             table = pass_at_k_table(rows)
-            overall = ", ".join(f"pass@{k} {v:.3f}" for k, v in table.overall.items())
-            lines.append(f"- {name}: {overall or 'no scored trials'} (datasets averaged equally)")
+            overall = ", ".join(f"pass@{k} {_with_interval(table.overall_ci(k))}" for k in table.overall)
+            lines.append(f"- {name}: {overall or 'no scored trials'} (datasets averaged equally; 95% CI)")
             for dataset, by_k in sorted(table.datasets.items()):
                 lines.append(f"  - {dataset}: " + ", ".join(f"pass@{k} {v:.3f}" for k, v in by_k.items()))
         return ["## DAB pass@k", "", *lines] if lines else []
+
+
+def _with_interval(ci: tuple[float, float, float]) -> str:
+    mean, low, high = ci
+    return f"{mean:.3f}" if low != low else f"{mean:.3f} [{low:.3f}, {high:.3f}]"  # NaN: no interval

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from data_agent_compare.evaluators.statistics import bootstrap_ci, mcnemar, paired_bootstrap, pass_at_k, stratified_mean
+from data_agent_compare.evaluators.statistics import (
+    bootstrap_ci,
+    mcnemar,
+    paired_bootstrap,
+    pass_at_k,
+    stratified_bootstrap_ci,
+    stratified_mean,
+)
 
 # ---------------------------------------------------------------- pass@k
 
@@ -180,3 +187,27 @@ def test_stratified_mean_weights_groups_equally():
     assert math.isnan(stratified_mean({}))
     with pytest.raises(ValueError, match="yelp"):
         stratified_mean({"bookreview": [1.0], "yelp": []})
+
+
+def test_stratified_interval_resamples_each_group_within_itself():
+    rng = np.random.default_rng(7)
+    groups = {"books": list(rng.random(40)), "crm": list((rng.random(5) > 0.5).astype(float)), "yelp": [0.3]}
+    mean, low, high = stratified_bootstrap_ci(groups)
+    assert mean == pytest.approx(stratified_mean(groups)) and low < mean < high
+    # By hand: resample every group by index within itself, average the group means equally.
+    draws = np.random.default_rng(1)
+    manual = [
+        np.mean([np.mean(draws.choice(values, size=len(values))) for values in groups.values()]) for _ in range(4000)
+    ]
+    assert (low, high) == pytest.approx(tuple(np.percentile(manual, [2.5, 97.5])), abs=0.02)
+    assert stratified_bootstrap_ci(groups) == (mean, low, high)  # the same seed, the same interval
+    pooled = bootstrap_ci([v for values in groups.values() for v in values])
+    assert pooled.mean != pytest.approx(mean)  # pooling would weigh books 40 times as much as yelp
+
+
+def test_stratified_interval_without_spread_to_resample_is_nan():
+    mean, low, high = stratified_bootstrap_ci({"books": [1.0], "crm": [0.0]})
+    assert mean == 0.5 and math.isnan(low) and math.isnan(high)
+    assert all(math.isnan(v) for v in stratified_bootstrap_ci({}))
+    with pytest.raises(ValueError, match="crm"):
+        stratified_bootstrap_ci({"books": [1.0, 0.0], "crm": []})

@@ -70,6 +70,8 @@ def test_dab_pass_at_k_per_dataset_and_stratified(tmp_path):
     assert cells(table, "dataset") == ["books", "crm", "stratified average"]
     assert [cell.value for cell in table.column("pass@1")] == [0.75, 0.0, 0.375]
     assert [cell.value for cell in table.column("pass@2")] == [1.0, 0.0, 0.5]
+    # books' resampled mean is 1, 0.75 or 0.5 (¼, ½, ¼); crm's single query adds 0: stratified 0.5, 0.375 or 0.25
+    assert table.column("pass@1")[-1].text == "0.375 [0.250, 0.500] (n=3)"
     trajectory = report.tables["dab_trajectory"]
     assert [cell.value for cell in trajectory.column("DB queries")] == [2.0]
     assert [cell.value for cell in trajectory.column("Python executions")] == [1.0]
