@@ -270,7 +270,10 @@ class RunProgressDisplay(Progress):
 
 
 def progress_line(counts: Any) -> str:
-    """`2 in flight · 1 failed · 3 retries · 12.3k tok · $0.0123 · ETA 0:00:25` (a runner.RunProgress)."""
+    """`2 in flight · 1 failed · 3 retries · 12.3k tok · $0.0123 · ETA 0:00:25` (a runner.RunProgress), or
+    what the run prepares before its first unit."""
+    if counts.stage:
+        return f"{counts.stage} …"
     eta = counts.eta_s()
     parts = [
         f"{counts.in_flight} in flight",

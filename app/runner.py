@@ -366,12 +366,24 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, pr
         writer.write_manifest(manifest)
         done = {record.key for record in existing}
         pending = [u for u in plan.units() if u.key not in done]
+        stage = progress.preparing if progress is not None else (lambda _: None)
         # A replay loads no model; worker processes load their own (`app/executors.py`).
+        stage("loading models")
         manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else prepare_models(plan)
-        manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools)  # the embedding model, indexes
+        stage("loading the embedding model and document indexes")
+        manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools)
         # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
         units = [(u.system, u.model, u.task) for u in pending]
-        prepare_systems(plan.systems, units, plan.config.tools, plan.run_dir, manifest.systems, setup_provider(plan))
+        prepare_systems(
+            plan.systems,
+            units,
+            plan.config.tools,
+            plan.run_dir,
+            manifest.systems,
+            setup_provider(plan),
+            on_start=lambda system, model: stage(f"preparing {system}/{model} (indexes are built once and cached)"),
+        )
+        stage("")
         _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
@@ -501,6 +513,10 @@ class RunProgress:
     tokens: int = 0
     cost_usd: float = 0.0
     unit_s: list[float] = field(default_factory=list)  # each finished unit's time from submission to its record
+    stage: str = ""  # what the run does before its first unit ("" once units run)
+
+    def preparing(self, stage: str) -> None:
+        self.stage = stage
 
     def add(self, record: ResultRecord, seconds: float, in_flight: int) -> None:
         usage = record.usage

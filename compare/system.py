@@ -97,13 +97,17 @@ def prepare_systems(
     run_dir: Path,
     described: dict[str, dict[str, Any]],
     provider: Callable[[ModelConfig], ModelProvider | None] | None = None,
+    on_start: Callable[[str, str], None] | None = None,
 ) -> None:
     """Call `prepare` of each system once per model with the tasks it is about to run (`units`: system
-    name, model, task), appending what it reports to `described[name]["indexing"]` (the manifest's)."""
+    name, model, task), appending what it reports to `described[name]["indexing"]` (the manifest's).
+    `on_start(system, model alias)` is told before each call (the progress line: indexes take minutes)."""
     work: dict[tuple[str, str], tuple[ModelConfig, list[Task]]] = {}
     for name, model, task in units:
         work.setdefault((name, model.alias), (model, []))[1].append(task.for_agent())  # gold stays out of reach
-    for (name, _), (model, tasks) in work.items():
+    for (name, alias), (model, tasks) in work.items():
+        if on_start is not None:
+            on_start(name, alias)
         built = systems[name].prepare(tasks, SystemSetup(model, tools, run_dir, provider(model) if provider else None))
         if built:
             described.setdefault(name, {}).setdefault("indexing", []).extend(built)

@@ -17,6 +17,7 @@ import subprocess
 import textwrap
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -312,6 +313,30 @@ def test_the_progress_line_shows_in_flight_failed_retries_tokens_cost_and_eta_sc
     halfway = RunProgress(total=10, done=4, failed=1, in_flight=2, retries=3, tokens=12_345, cost_usd=0.0123)
     halfway.unit_s = [10.0, 20.0, 30.0]  # median 20 s; 6 units left, 2 at a time: 3 waves
     assert progress_line(halfway) == "2 in flight · 1 failed · 3 retries · 12.3k tok · $0.0123 · ETA 0:01:00"
+
+
+class SlowToPrepare(OneCall):
+    """A test system whose `prepare` (an index build, say) reads the progress line while it works."""
+
+    name = "test_slow_to_prepare"
+    counts: ClassVar[RunProgress | None] = None
+    seen: ClassVar[list[str]] = []
+
+    def prepare(self, tasks: list[Task], setup) -> list[dict]:
+        SlowToPrepare.seen.append(progress_line(SlowToPrepare.counts))
+        return []
+
+
+def test_the_progress_line_says_what_the_run_prepares_before_its_first_unit_scripted(tmp_path, scripted_model):
+    tasks = load_tasks("bundled")[:2]
+    with registered_system(SlowToPrepare):
+        plan = make_plan(tmp_path, tasks, scripted_model(answer_after_one_call), ["test_slow_to_prepare"])
+        SlowToPrepare.counts = counts = RunProgress(total=2)
+        lines = []
+        execute(plan, progress=counts, on_result=lambda record: lines.append(progress_line(counts)))
+    model = plan.models[0].alias
+    assert SlowToPrepare.seen == [f"preparing test_slow_to_prepare/{model} (indexes are built once and cached) …"]
+    assert counts.stage == "" and lines[-1].startswith("0 in flight")  # the counts again once units run
 
 
 # ---------------------------------------------------------------- Ray, in a network namespace of its own
