@@ -33,17 +33,14 @@ from typing import Protocol
 from ..compare.benchmark import create_benchmark
 from ..compare.context import EndpointFactory
 from ..compare.model import ModelConfig
-from ..compare.runlog import CALLS_FILE, ResultRecord, RunLogWriter, SpentCall
+from ..compare.runlog import CALLS_FILE, RunLogWriter, SpentCall
 from ..compare.system import create_system, prepare_systems
 from ..compare.task import Task
-from ..compare.trace import Trace
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from .config import RunConfig, load_plugins
-from .units import Attempts, RunPlan, Unit, prepare_models, run_unit, setup_provider
-
-UnitResult = tuple[ResultRecord, Trace, Trace | None]
+from .units import Attempts, RunPlan, Unit, UnitResult, prepare_models, run_unit, setup_provider
 
 
 class Executor(Protocol):
@@ -119,9 +116,9 @@ class WorkerPlan:
             run_pid=os.getpid(),
         )
 
-    def build(self) -> RunPlan:
+    def build(self) -> tuple[RunPlan, dict[str, float]]:
         """The plan in this process: plugins imported, systems and benchmark created, models and indexes
-        loaded (before any unit's clock)."""
+        loaded (before any unit's clock); with the seconds each model took to load here."""
         config = self.config
         load_plugins(config.plugins)
         plan = RunPlan(
@@ -135,11 +132,10 @@ class WorkerPlan:
             replay=ReplayLog(Path(self.replay_of)) if self.replay_of else None,
             limit_share=self.limit_share,
         )
-        if plan.replay is None:
-            prepare_models(plan)
+        loaded = prepare_models(plan) if plan.replay is None else {}
         prepare_tools(plan.tasks, config.tools)
         prepare_systems(plan.systems, self.units, config.tools, plan.run_dir, {}, setup_provider(plan))
-        return plan
+        return plan, loaded
 
 
 class AppendJournal:
@@ -159,6 +155,12 @@ class _Worker:
     endpoint: GatewayServer
     journal: AppendJournal
     attempts: Attempts
+    model_load_s: dict[str, float] | None  # sent with this worker's first unit, then None
+
+
+def worker_load_times(loaded: dict[str, float]) -> dict[str, float] | None:
+    """A worker's model load times as the manifest names them: `<alias> (worker <pid>)`."""
+    return {f"{alias} (worker {os.getpid()})": seconds for alias, seconds in loaded.items()} or None
 
 
 _WORKER: _Worker | None = None
@@ -200,9 +202,9 @@ def _start_worker(payload: WorkerPlan) -> None:
     global _WORKER
     _die_with(payload.run_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it stops the workers
-    plan = payload.build()
+    plan, loaded = payload.build()
     journal = AppendJournal(plan.run_dir / CALLS_FILE)
-    _WORKER = _Worker(plan, GatewayServer(), journal, Attempts())
+    _WORKER = _Worker(plan, GatewayServer(), journal, Attempts(), worker_load_times(loaded))
     signal.signal(signal.SIGTERM, _stop_worker)
 
 
@@ -220,7 +222,9 @@ def _run_in_worker(unit: Unit) -> UnitResult:
     worker = _WORKER
     if worker is None:
         raise RuntimeError("worker process not initialised")
-    return run_unit(unit, worker.plan, worker.endpoint.open_session, worker.journal, worker.attempts)
+    result = run_unit(unit, worker.plan, worker.endpoint.open_session, worker.journal, worker.attempts)
+    loaded, worker.model_load_s = worker.model_load_s, None
+    return result._replace(model_load_s=loaded)
 
 
 class ProcessExecutor:

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..compare.runlog import CALLS_FILE, RunLogWriter, SpentCall
 from ..providers.endpoint import GatewayServer
-from .executors import AppendJournal, UnitResult, WorkerPlan
-from .units import Attempts, RunPlan, Unit, run_unit
+from .executors import AppendJournal, WorkerPlan, worker_load_times
+from .units import Attempts, RunPlan, Unit, UnitResult, run_unit
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -81,16 +81,19 @@ class _UnitRunner:
     """One Ray actor: the plan built once, then one unit at a time."""
 
     def __init__(self, payload: WorkerPlan, journal: Any) -> None:
-        self.plan = payload.build()
+        self.plan, loaded = payload.build()
+        self.model_load_s = worker_load_times(loaded)  # sent with this actor's first unit
         self.endpoint = GatewayServer()
         self.journal = _RemoteJournal(journal)
         self.attempts = Attempts()
 
     def run(self, unit: Unit) -> UnitResult:
         try:
-            return run_unit(unit, self.plan, self.endpoint.open_session, self.journal, self.attempts)
+            result = run_unit(unit, self.plan, self.endpoint.open_session, self.journal, self.attempts)
         finally:
             self.journal.flush()
+        loaded, self.model_load_s = self.model_load_s, None
+        return result._replace(model_load_s=loaded)
 
     def note_in_flight(self) -> None:
         """A graceful stop: journal the calls still in flight (runs beside `run`: two threads per actor)."""

@@ -367,7 +367,7 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, pr
         done = {record.key for record in existing}
         pending = [u for u in plan.units() if u.key not in done]
         stage = progress.preparing if progress is not None else (lambda _: None)
-        # A replay loads no model; worker processes load their own (`app/executors.py`).
+        # A replay loads no model; worker processes load their own and report it with their first unit.
         stage("loading models")
         manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else prepare_models(plan)
         stage("loading the embedding model and document indexes")
@@ -384,7 +384,7 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, pr
             on_start=lambda system, model: stage(f"preparing {system}/{model} (indexes are built once and cached)"),
         )
         stage("")
-        _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress)
+        _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress, manifest.model_load_s)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
         manifest.status = "interrupted"
@@ -412,9 +412,12 @@ def _run_pending(
     on_result: ProgressCallback | None,
     endpoint: EndpointFactory,
     progress: RunProgress | None = None,
+    model_load_s: dict[str, float] | None = None,
 ) -> None:
     """Run the pending units on the configured executor (`app/executors.py`), `concurrency` at a time, taken
-    fairly across systems (`FairQueue`); each record is written here, in this process, as it arrives."""
+    fairly across systems (`FairQueue`); each record is written here, in this process, as it arrives. The
+    model load times a worker process or actor sends go into `model_load_s` (the manifest's)."""
+    model_load_s = model_load_s if model_load_s is not None else {}
     if not pending:  # a finished run resumed: no worker or cluster to start
         return
     executor = create_executor(plan, pending, writer, endpoint)
@@ -435,8 +438,9 @@ def _run_pending(
             for future in finished:
                 unit, started = running.pop(future)
                 queue.done(unit)
-                record, trace, judge_trace = future.result()
+                record, trace, judge_trace, loaded = future.result()
                 writer.append(record, trace, judge_trace)
+                model_load_s.update(loaded or {})
                 progress.add(record, time.monotonic() - started, len(running))
                 if on_result:
                     on_result(record)

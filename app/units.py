@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..compare.benchmark import Benchmark
 from ..compare.context import EndpointFactory, RunContext
@@ -183,13 +183,23 @@ def _journal(writer: SpendSink | None, attempt: str, unit: Unit, role: str) -> J
     return journal
 
 
+class UnitResult(NamedTuple):
+    """What carrying out a unit gives the runner. A worker process or Ray actor sends, with its first unit,
+    the seconds it took to load each model (`model_load_s`), which the runner puts in the manifest."""
+
+    record: ResultRecord
+    trace: Trace
+    judge_trace: Trace | None
+    model_load_s: dict[str, float] | None = None
+
+
 def run_unit(
     unit: Unit,
     plan: RunPlan,
     endpoint: EndpointFactory | None = None,
     writer: SpendSink | None = None,
     attempts: Attempts | None = None,
-) -> tuple[ResultRecord, Trace, Trace | None]:
+) -> UnitResult:
     """Run one task with one system and model, then score it; never raises for failures of the system.
     Returns the result record, the system's trace and the judge's trace (when a judge scored it).
     With a writer, each model call is journaled as it finishes (calls.jsonl)."""
@@ -215,7 +225,7 @@ def run_unit(
     answer = _replay_miss(answer, provider, judge_recorder.provider if judge_recorder else None)
     record = _result_record(unit, answer, trace, sheet.scores, sheet.error, judge_trace)
     record.attempt = attempt
-    return record, trace, judge_trace
+    return UnitResult(record, trace, judge_trace)
 
 
 def _provider_for(unit: Unit, plan: RunPlan, model: ModelConfig, role: str) -> KeyedProvider:

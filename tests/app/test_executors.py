@@ -146,6 +146,10 @@ def test_the_process_executor_gives_the_thread_executors_results_and_resumes_aft
     run = read_run(processes)
     assert run.manifest.config["executor"] == "process" and run.warnings == [] and run.interrupted == []
     assert run.journaled_calls == read_run(threads).journaled_calls  # each worker journaled its calls
+    # each worker sent the seconds its models took to load with its first unit
+    loaded = {key: s for key, s in run.manifest.model_load_s.items() if "(worker " in key}
+    models = set(read_run(threads).manifest.model_load_s) & {r.model for r in run.records}
+    assert loaded and {key.split(" (worker ")[0] for key in loaded} == models and min(loaded.values()) >= 0
     for record in run.records:
         assert (processes / record.trace_file).is_file()
 
@@ -375,6 +379,7 @@ def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_
     run = read_run(on_ray)
     assert run.manifest.config["executor"] == "ray" and run.manifest.status == "completed"
     assert run.journaled_calls == read_run(threads).journaled_calls  # the journal actor wrote every call
+    assert any("(worker " in key for key in run.manifest.model_load_s)  # each actor's model load time
     units = units_of(on_ray)
     assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2
 
