@@ -65,7 +65,7 @@ from .rag_graph import (
     parse_json,
     to_networkx,
 )
-from .rag_index import Corpus, Indexer, Passage, index_key, task_corpus
+from .rag_index import Corpus, Indexer, Passage, index_key, task_corpus, text_column_rule
 from .semantic_operators import FETCH_TOOLS, describe_data
 
 RAG_VERSION = "1"
@@ -107,7 +107,8 @@ class RagSystem(System):
     def describe(self) -> dict[str, Any]:
         prompts = (PLAN_SYSTEM, self.retrieval_note, ANSWER_SYSTEM, ANSWER_REFUSED, *self.index_prompts)
         described = {**super().describe(), "prompt_version": RAG_VERSION, "prompt_hash": prompt_hash(*prompts)}
-        return {**described, "settings": {"max_queries": MAX_QUERIES, "max_sql": MAX_SQL, **self.index_settings()}}
+        settings = {"max_queries": MAX_QUERIES, "max_sql": MAX_SQL, "text_columns": text_column_rule()}
+        return {**described, "settings": {**settings, **self.index_settings()}}
 
     def index_settings(self) -> dict[str, Any]:
         """The index's settings for the manifest (its prompts are in the prompt hash)."""

@@ -43,6 +43,7 @@ from ..compare.model import RetrySettings
 from ..compare.runlog import write_json
 from ..compare.system import SystemSetup
 from ..compare.trace import ModelCallStep
+from ..tools import text_columns
 from ..tools.documents import INDEX_VERSION, Chunk, DocumentIndex, chunk_markdown, corpus_files
 from ..tools.frozen_search import render
 from ..tools.text_columns import TextColumn, text_column_chunks
@@ -137,6 +138,17 @@ def _stat(task: Task, location: str | None) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_mtime_ns, stat.st_size
+
+
+def text_column_rule() -> dict[str, Any]:
+    """Which database columns the corpus reads as text (tools/text_columns.py), for the manifest: a change
+    changes what the indexes hold, so a resumed run must see it."""
+    return {
+        "min_mean_chars": text_columns.MIN_MEAN_CHARS,
+        "min_mean_words": text_columns.MIN_MEAN_WORDS,
+        "sample_rows": text_columns.SAMPLE_ROWS,
+        "max_rows": text_columns.MAX_ROWS,
+    }
 
 
 def index_key(corpus: Corpus, model: ModelConfig, layer: str, settings: dict[str, Any]) -> str:
