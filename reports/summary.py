@@ -82,6 +82,11 @@ class IndexBuild(BaseModel):
     seconds: float = 0.0
     error: str | None = None
 
+    @property
+    def state(self) -> str:
+        """ "yes" (read from the cache), "no" (built in this run) or "failed: <why>"."""
+        return "yes" if self.cached else (f"failed: {self.error}" if self.error else "no")
+
 
 def index_builds(manifest: Manifest) -> list[IndexBuild]:
     """The indexes of every system of the run (`systems.<name>.indexing`), metered apart from the tasks."""
@@ -104,7 +109,7 @@ def index_lines(builds: list[IndexBuild]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b in builds:
-        cached = "yes" if b.cached else ("failed: " + b.error.replace("|", "/")[:120] if b.error else "no")
+        cached = b.state.replace("|", "/")[:130]  # a failure's message stays inside its table cell
         passages = "" if b.passages is None else str(b.passages)
         lines.append(
             f"| {b.system} | {b.model} | {b.index} | {b.corpus} | {passages} | {cached} | {b.model_calls} | "

@@ -336,7 +336,6 @@ def indexing(data: ReportData) -> ReportTable | None:
     table = ReportTable(key="indexing", title="Index building (RAG)", columns=columns, note=note)
     for run in data.runs:
         for b in index_builds(run.manifest):
-            cached = "yes" if b.cached else (f"failed: {b.error}" if b.error else "no")
             table.rows.append(
                 [
                     label(run.run_dir.name),
@@ -345,7 +344,7 @@ def indexing(data: ReportData) -> ReportTable | None:
                     label(b.index),
                     label(b.corpus),
                     plain(None if b.passages is None else float(b.passages), 0),
-                    label(cached),
+                    label(b.state),
                     plain(float(b.model_calls), 0),
                     plain(float(b.input_tokens), 0),
                     plain(float(b.output_tokens), 0),

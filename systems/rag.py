@@ -262,11 +262,14 @@ class NaiveRag(RagSystem):
     name = "rag_naive"
 
     def can_retrieve(self, task: Task, offered: set[str]) -> bool:
-        corpus = self.corpus(task)
-        return SEARCH_TOOL in offered or (corpus is not None and bool(corpus.database_passages()))
+        return SEARCH_TOOL in offered or self._searches_text_columns(task)
 
     def builds_for(self, corpus: Corpus) -> bool:
         return bool(corpus.database_passages())
+
+    def _searches_text_columns(self, task: Task) -> bool:
+        corpus = self.corpus(task)
+        return corpus is not None and self.builds_for(corpus)
 
     def build_index(self, indexer: Indexer) -> TextColumnIndex | None:
         passages = indexer.corpus.database_passages()
@@ -274,8 +277,7 @@ class NaiveRag(RagSystem):
 
     def retrieve(self, task: Task, ctx: RunContext, items: list[str]) -> list[Message]:
         offered = {spec.name for spec in ctx.tool_specs()}
-        corpus = self.corpus(task)
-        own = corpus is not None and bool(corpus.database_passages())
+        own = self._searches_text_columns(task)
         messages = []
         for query in items:
             if SEARCH_TOOL in offered:

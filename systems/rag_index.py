@@ -38,13 +38,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare import Budgets, DataSourceKind, Message, MeteredModel, ModelConfig, ModelError, Task, ToolSettings, Trace
+from ..compare import (
+    Budgets,
+    DataSource,
+    DataSourceKind,
+    Message,
+    MeteredModel,
+    ModelConfig,
+    ModelError,
+    Task,
+    ToolSettings,
+    Trace,
+)
 from ..compare.model import RetrySettings
 from ..compare.runlog import write_json
 from ..compare.system import SystemSetup
 from ..compare.trace import ModelCallStep
 from ..tools import text_columns
 from ..tools.documents import INDEX_VERSION, Chunk, DocumentIndex, chunk_markdown, corpus_files
+from ..tools.files import source_path
 from ..tools.frozen_search import render
 from ..tools.text_columns import TextColumn, text_column_chunks
 
@@ -121,7 +133,7 @@ def database_text(task: Task, settings: ToolSettings) -> tuple[list[Chunk], list
     databases = [s for s in task.data if s.kind not in (DataSourceKind.DOCUMENTS, DataSourceKind.FILES)]
     if not databases:
         return [], []
-    key = (str(task.data_dir), *((s.name, s.kind, s.location, _stat(task, s.location)) for s in databases))
+    key = (str(task.data_dir), *((s.name, s.kind, s.location, _stat(task, s)) for s in databases))
     with _database_text_lock:
         found = _database_text.get(key)
         if found is None:
@@ -129,12 +141,12 @@ def database_text(task: Task, settings: ToolSettings) -> tuple[list[Chunk], list
     return found
 
 
-def _stat(task: Task, location: str | None) -> tuple[int, int] | None:
-    if not location or "://" in location:
+def _stat(task: Task, source: DataSource) -> tuple[int, int] | None:
+    """The database file's modification time and size; None for a server (a URL) or a missing file."""
+    if not source.location or "://" in source.location:
         return None
-    path = Path(location) if Path(location).is_absolute() or task.data_dir is None else Path(task.data_dir) / location
     try:
-        stat = path.stat()
+        stat = source_path(source, task.data_dir).stat()
     except OSError:
         return None
     return stat.st_mtime_ns, stat.st_size

@@ -78,12 +78,14 @@ def heading(keys: Sequence[str], values: Sequence[Any]) -> str:
 def text_column_chunks(task: Task, settings: ToolSettings) -> tuple[list[Chunk], list[TextColumn]]:
     """The passages of every unstructured text column of the task's databases (module docstring).
     Raises ToolError naming the database when one cannot be read."""
+    from . import SQL_KINDS  # the SQL engines load with the first database read
+
     chunks: list[Chunk] = []
     columns: list[TextColumn] = []
     for source in task.data:
         if source.kind == DataSourceKind.MONGO:
             found = _mongo_chunks(task, source)
-        elif source.kind in _sql_kinds():
+        elif source.kind in SQL_KINDS:
             found = _sql_chunks(task, source, settings)
         else:
             continue
@@ -91,12 +93,6 @@ def text_column_chunks(task: Task, settings: ToolSettings) -> tuple[list[Chunk],
             chunks += pieces
             columns.append(column)
     return chunks, columns
-
-
-def _sql_kinds() -> set[DataSourceKind]:
-    from .sql import BACKENDS  # the SQL engines load with the first database read
-
-    return set(BACKENDS)
 
 
 # ---------------------------------------------------------------- SQL databases
