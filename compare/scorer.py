@@ -13,6 +13,8 @@ denominator stays what it was and the summary counts the failure.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -39,6 +41,32 @@ def register_scorer(name: str) -> Callable[[S], S]:
         return scorer
 
     return decorate
+
+
+def versioned(version: str) -> Callable[[S], S]:
+    """Declare a scorer's version; bump it whenever its verdicts can change. The manifest records the
+    version of every scorer a run uses: `--resume` and `--replay` refuse a run scored by another
+    version, and `compare rescore` records the versions before and after."""
+
+    def decorate(scorer: S) -> S:
+        scorer.version = version  # type: ignore[attr-defined]
+        return scorer
+
+    return decorate
+
+
+def scorer_version(name: str) -> str:
+    """The declared version of scorer `name`; a scorer that declares none (a plugin's) is known by a
+    hash of its module's source, so an edit to it still counts as a new version."""
+    scorer = SCORERS.load(name)
+    declared = getattr(scorer, "version", None)
+    if declared is not None:
+        return str(declared)
+    try:
+        source = inspect.getsource(inspect.getmodule(scorer) or scorer)
+    except (OSError, TypeError):  # no source file (a built-in or a REPL function)
+        return "undeclared"
+    return "undeclared:" + hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def reports(*metrics: str) -> Callable[[S], S]:

@@ -53,7 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, Gold, Task
 from ..compare.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
@@ -358,6 +358,7 @@ def pass_at_k_table(records: Iterable[Mapping[str, Any]]) -> PassAtKTable:
     return PassAtKTable(ks, queries, datasets, overall, unavailable)
 
 
+@versioned("1")
 @reports("correct")
 def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback)."""

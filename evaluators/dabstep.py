@@ -38,7 +38,7 @@ import re
 from difflib import SequenceMatcher
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, Task
 from ..compare.trace import Trace
 
@@ -197,6 +197,7 @@ def score_dabstep(task: Task, answer: Answer) -> dict[str, float | None]:
     }
 
 
+@versioned("1")
 @reports("correct", "correct_strict")
 def dabstep_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dabstep`: the official question_scorer (`correct`) and the strict variant."""

@@ -96,7 +96,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
 from ..compare.trace import Trace
 
@@ -647,12 +647,14 @@ def score_dag(task: Task, trace: Trace) -> dict[str, float]:
     return {"tos": result.tos, "gc": result.gc, "tq": result.tq, "tf": result.tf, "ss": result.ss, "sr": result.sr}
 
 
+@versioned("1")
 @reports("tos", "tq", "gc")
 def tool_dag_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `tool_dag`: TOS and its parts against the task's gold DAG (nothing without one)."""
     return dict(score_dag(task, trace))
 
 
+@versioned("1")
 @reports("sr")
 def tool_success_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `tool_success`: SR, the share of tool calls that succeeded (nothing without calls)."""

@@ -54,7 +54,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, Task, ToolCall
 from ..compare.trace import Trace
 
@@ -296,12 +296,14 @@ def summarize_dbgorilla(rows: Iterable[tuple[dict[str, Any] | None, dict[str, An
     return summary
 
 
+@versioned("1")
 @reports("ast_score", "exact_match")
 def dbgorilla_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dbgorilla`: the official AST score, exact match and per-component matches."""
     return score_dbgorilla(task, answer)
 
 
+@versioned("1")
 @reports("ast_score", "exact_match")
 def dbgorilla_ast_2024_11_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dbgorilla_ast_2024_11`: the earlier official AST rule (search compared ignoring case)."""

@@ -28,7 +28,7 @@ import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.trace import Trace
 
@@ -120,6 +120,7 @@ def jaccard(task: Task, answer: Answer) -> float:
     return len(chosen & gold) / len(union) if union else 0.0
 
 
+@versioned("1")
 @reports("exact_match")
 def exact_match_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `exact_match`: exact_match of choice and factoid tasks with a gold answer, and

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.trace import Trace
 
@@ -81,6 +81,7 @@ def rouge(task: Task, answer: Answer) -> dict[str, float]:
     return {"rouge1_f": rouge1, "rougeL_f": _rouge_l_f(tokenize(reference), tokenize(text))}
 
 
+@versioned("1")
 @reports("rouge1_f", "rougeL_f")
 def rouge_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `rouge`: ROUGE-1 and ROUGE-L F of a report against the reference report."""

@@ -55,7 +55,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field
 
 from ..compare.model import Message, MeteredModel, ModelError
-from ..compare.scorer import Scores, reports
+from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.trace import BudgetExceeded, Trace
 
@@ -409,6 +409,7 @@ def score_rubric(task: Task, answer: Answer, judge: RubricJudge | None) -> dict[
     return {"rs": scores.rs, **{key: scores.score_of(name) for name, key in DIMENSIONS.items()}}
 
 
+@versioned("1")
 @reports("rs")
 def rubric_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `rubric`: RS and its dimensions for report tasks, judged by the run's judge model."""
