@@ -222,11 +222,11 @@ class Trace(BaseModel):
         return dict(totals)
 
 
-def _intervals(steps: list[Step]) -> list[tuple[float, float, str]]:
-    """(start, end, bucket) of every timed step; a model call's queueing and its backoff sleeps are
-    buckets of their own. Steps without a start (traces before schema 2) are laid end to end."""
+def _intervals(steps: list[Step]) -> list[tuple[float, float, str, int]]:
+    """(start, end, bucket, step number) of every timed step; a model call's queueing and its backoff
+    sleeps are buckets of their own. Steps without a start (traces before schema 2) are laid end to end."""
     intervals, cursor = [], 0.0
-    for step in steps:
+    for number, step in enumerate(steps):
         if step.duration_s <= 0:
             continue
         start = cursor if step.start_s is None else step.start_s
@@ -234,16 +234,16 @@ def _intervals(steps: list[Step]) -> list[tuple[float, float, str]]:
         cursor = end
         queued = min(step.queue_s, step.duration_s) if isinstance(step, ModelCallStep) else 0.0
         if queued > 0:
-            intervals.append((start, start + queued, QUEUE))
+            intervals.append((start, start + queued, QUEUE, number))
         waits = _backoff_windows(step, start + queued, end) if isinstance(step, ModelCallStep) else []
         left = start + queued
         for wait_start, wait_end in waits:  # the call's own phase between its backoff sleeps
             if wait_start > left:
-                intervals.append((left, wait_start, step.phase.value))
-            intervals.append((wait_start, wait_end, BACKOFF))
+                intervals.append((left, wait_start, step.phase.value, number))
+            intervals.append((wait_start, wait_end, BACKOFF, number))
             left = wait_end
         if end > left:
-            intervals.append((left, end, step.phase.value))
+            intervals.append((left, end, step.phase.value, number))
     return intervals
 
 
@@ -263,21 +263,37 @@ def _backoff_windows(step: ModelCallStep, low: float, high: float) -> list[tuple
 def phase_seconds(steps: list[Step], wall_time_s: float) -> dict[str, float]:
     """Seconds per phase bucket, with `other` for the rest of the wall time.
 
-    The rule for overlapping steps: each instant counts once. An instant in which steps of
-    several buckets run is shared equally among those buckets; an instant in which several
-    steps of one bucket run counts once for it. So the buckets sum to the union of the steps'
-    intervals, and with `other` to the wall time (never more).
+    The rule for overlapping steps: each instant counts once, for the innermost steps running
+    then. A tool step whose span holds another step's (the model calls a semantic operator makes)
+    keeps only the instants in none of them: the nested work is the inner step's phase. Only a tool
+    step holds others (it runs code that may call the model); a model call is always a leaf, so a
+    tool running during a model call's backoff is its sibling. An instant in which sibling steps of
+    several buckets run is shared equally among those buckets; an instant in which several steps of
+    one bucket run counts once for it. So the buckets sum to the union of the steps' intervals, and
+    with `other` to the wall time (never more).
     """
     intervals = _intervals(steps)
+    spans: dict[int, tuple[float, float]] = {}
+    for start, end, _, number in intervals:
+        low, high = spans.get(number, (start, end))
+        spans[number] = (min(low, start), max(high, end))
+    holders = {n for n, step in enumerate(steps) if isinstance(step, ToolCallStep)}
     seconds: dict[str, float] = defaultdict(float)
-    edges = sorted({t for start, end, _ in intervals for t in (start, end)})
+    edges = sorted({t for start, end, _, _ in intervals for t in (start, end)})
     for left, right in itertools.pairwise(edges):
-        active = {bucket for start, end, bucket in intervals if start <= left and end >= right}
+        running = [(bucket, n) for start, end, bucket, n in intervals if start <= left and end >= right]
+        outer = {n for _, n in running if n in holders and any(_holds(spans[n], spans[m]) for _, m in running)}
+        active = {bucket for bucket, n in running if n not in outer}
         for bucket in active:
             seconds[bucket] += (right - left) / len(active)
     busy = sum(seconds.values())
     seconds[OTHER] = max(0.0, wall_time_s - busy)
     return dict(seconds)
+
+
+def _holds(outer: tuple[float, float], inner: tuple[float, float]) -> bool:
+    """Whether the span `inner` lies within `outer` and is not the same span (siblings share)."""
+    return outer[0] <= inner[0] and inner[1] <= outer[1] and outer != inner
 
 
 class Budgets(BaseModel):

@@ -63,3 +63,24 @@ def test_traces_written_before_steps_had_a_start_are_laid_end_to_end():
     for s in old:
         s.start_s = None
     assert phase_seconds(old, wall_time_s=2.0) == pytest.approx({"decision": 1.0, "execute": 0.5, "other": 0.5})
+
+
+def test_a_model_call_inside_a_tool_step_is_the_model_calls_time_and_the_tool_keeps_only_its_own():
+    # a semantic operator's tool step 0–10 s whose model call runs 1–9 s
+    nested = [step("tool", Phase.EXECUTE, 0.0, 10.0), step("model", Phase.DECISION, 1.0, 8.0)]
+    seconds = phase_seconds(nested, wall_time_s=10.0)
+    assert seconds == pytest.approx({"execute": 2.0, "decision": 8.0, "other": 0.0})
+
+
+def test_batched_model_calls_inside_a_tool_step_overlap_as_siblings_and_phases_add_up_to_wall_time():
+    steps = [
+        step("tool", Phase.EXECUTE, 0.0, 10.0),
+        step("model", Phase.DECISION, 1.0, 4.0, queue=0.5),  # 1–5, queued 1–1.5
+        step("model", Phase.GENERATE, 3.0, 4.0),  # 3–7: overlaps its sibling 3–5, shared
+    ]
+    seconds = phase_seconds(steps, wall_time_s=12.0)
+    # 0–1 execute; 1–1.5 queue; 1.5–3 decision; 3–5 shared decision/generate; 5–7 generate; 7–10 execute;
+    # 10–12 other
+    expected = {"execute": 4.0, "decision": 2.5, "queue": 0.5, "generate": 3.0, "other": 2.0}
+    assert seconds == pytest.approx(expected)
+    assert sum(seconds.values()) == pytest.approx(12.0)
