@@ -7,26 +7,43 @@ dump once per run, into the server the user names (`--postgres-url`) or into a
 
 The throw-away cluster listens on 127.0.0.1 only, on a free port, with its data and unix
 socket in a private temporary folder. Two roles with generated passwords: an admin (the
-superuser, used only to restore) and a reader (`pg_read_all_data`, read-only by default,
-no CREATE anywhere) whose URL goes into the tasks. Passwords rather than trust auth,
-because an agent's Python tool runs on the same machine and could otherwise connect to
-the loopback port as the superuser.
+superuser, used only to restore) and a reader whose URL goes into the tasks. Passwords rather
+than trust auth, because an agent's Python tool runs on the same machine and could otherwise
+connect to the loopback port as the superuser.
+
+The reader (`create_reader`) can only SELECT the restored databases' user tables: no
+superuser, no predefined role (pg_read_all_data would show pg_authid's password hashes;
+pg_read_server_files, pg_execute_server_program, large objects stay superuser-only), read-only
+transactions, and statement_timeout, work_mem and temp_file_limit bound what its queries cost
+the server. With `--postgres-url` the suite restores as the URL's role and creates such a
+reader per run (`PostgresServer`), dropped at close; a role the URL names must be able to create
+roles, or the run names an existing reader (`reader_url`, checked by `check_reader`).
+
+Nothing outlives the run: the server runs under a small supervisor (SUPERVISOR) that stops it
+and deletes its folder when the runner asks, or as soon as the runner is gone, however it died
+(`kill -9` included); if the supervisor itself is killed, the server gets SIGQUIT
+(PR_SET_PDEATHSIG). Each cluster folder and each per-run reader role names its owner (host,
+pid, process start time); a later run reaps those whose owner is gone.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import glob
 import hashlib
+import json
 import logging
 import os
 import pwd
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,7 +61,7 @@ from ..compare.task import DataSource, DataSourceKind, Task
 log = logging.getLogger(__name__)
 
 VERSION_DIRS = "/usr/lib/postgresql/*/bin"  # Debian/Ubuntu layout, one folder per major version
-CLUSTER_PROGRAMS = ("initdb", "pg_ctl", "psql")
+CLUSTER_PROGRAMS = ("initdb", "postgres", "psql")
 INSTALL_HINT = (
     "install the PostgreSQL server binaries (Debian/Ubuntu: `apt-get install postgresql`) "
     "or pass --postgres-url postgresql://USER:PASSWORD@HOST:PORT/postgres naming a server to restore into"
@@ -58,6 +75,72 @@ INITDB_OPTIONS = ("--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8",
 # Durability is pointless for a cluster deleted after the run; without it restores are faster.
 CLUSTER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 START_ATTEMPTS = 3  # another process may take the free port between choosing it and binding it
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+CLUSTER_PREFIX = "dab-pg-"  # the cluster folders in the temporary folder
+OWNER_FILE = "owner"  # in a cluster folder: which process the cluster belongs to
+# What the reader's queries may cost the server (per session; a tool's connection sets its own
+# statement_timeout from ToolSettings). temp_file_limit can only be set by a superuser.
+READER_SETTINGS = {
+    "default_transaction_read_only": "on",
+    "statement_timeout": "300s",
+    "work_mem": "16MB",
+    "temp_file_limit": "1GB",
+}
+READER_COMMENT = "data-agent-compare reader of the run "  # COMMENT ON ROLE, + the owner tag
+# Predefined roles a reader must not hold: each reads or runs something beyond the restored tables.
+FORBIDDEN_ROLES = (
+    "pg_read_all_data",
+    "pg_write_all_data",
+    "pg_read_server_files",
+    "pg_write_server_files",
+    "pg_execute_server_program",
+    "pg_read_all_settings",
+    "pg_read_all_stats",
+)
+FORBIDDEN_FUNCTIONS = ("pg_read_file(text)", "pg_read_binary_file(text)", "lo_import(text)", "pg_ls_dir(text)")
+
+# Runs the server as its child (argv[1]: JSON config). Stops it with a fast shutdown and deletes
+# the cluster folder on "stop", on EOF, on SIGTERM, or once the runner (config "parent") is gone.
+# PR_SET_PDEATHSIG (SIGUSR1) only wakes it: the signal also fires when the thread that started
+# it ends, so the parent is checked rather than trusted. The server itself gets SIGQUIT
+# (immediate shutdown) should the supervisor die.
+SUPERVISOR = r"""
+import ctypes, json, os, select, shutil, signal, subprocess, sys
+config = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+signal.signal(signal.SIGUSR1, lambda *_: None)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
+user = config["user"]
+with open(config["log"], "ab") as log:
+    server = subprocess.Popen(
+        config["command"], cwd=config["folder"], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        user=user and user[0], group=user and user[1], extra_groups=[] if user else None,
+        preexec_fn=lambda: libc.prctl(PR_SET_PDEATHSIG, signal.SIGQUIT),
+    )
+crashed = False
+try:
+    while os.getppid() == config["parent"]:
+        if server.poll() is not None:
+            crashed = True  # keep the folder: the runner reads the server's log
+            break
+        readable, _, _ = select.select([sys.stdin], [], [], 0.2)
+        if readable and sys.stdin.readline() in ("stop\n", ""):
+            break
+finally:
+    if server.poll() is None:
+        server.send_signal(signal.SIGINT)  # fast shutdown
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    if not crashed:
+        shutil.rmtree(config["folder"], ignore_errors=True)
+sys.exit(server.returncode if crashed else 0)
+"""
 
 
 class PostgresError(RuntimeError):
@@ -108,7 +191,8 @@ class _Role:
 
 class PostgresCluster:
     """A throw-away PostgreSQL cluster on 127.0.0.1; `stop()` (or leaving the `with` block)
-    shuts it down and deletes its folder. Also stopped at interpreter exit."""
+    shuts it down and deletes its folder. Also stopped at interpreter exit, and by its
+    supervisor when this process dies (module docstring)."""
 
     def __init__(self, bin_dir: Path | None = None) -> None:
         self.bin_dir = bin_dir or find_bin_dir()
@@ -116,6 +200,7 @@ class PostgresCluster:
         self.admin = _Role(ADMIN_ROLE, secrets.token_urlsafe(24))
         self.reader = _Role(READER_ROLE, secrets.token_urlsafe(24))
         self._dir: Path | None = None
+        self._supervisor: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> PostgresCluster:
         return self.start()
@@ -145,11 +230,13 @@ class PostgresCluster:
         if self.running:
             return self
         started = time.perf_counter()
-        self._dir = Path(tempfile.mkdtemp(prefix="dab-pg-"))
+        reap_orphaned_clusters()
+        self._dir = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX))
+        (self._dir / OWNER_FILE).write_text(owner_tag())
         try:
             self._init()
             self._start_server()
-            self._create_reader()
+            create_reader(self.admin_url(), self.reader)
         except BaseException:
             self.stop()
             raise
@@ -161,10 +248,23 @@ class PostgresCluster:
         if self._dir is None:
             return
         atexit.unregister(self.stop)
-        if (self._dir / "data" / "postmaster.pid").exists():
-            self._run("pg_ctl", "-D", "data", "-m", "fast", "-w", "stop", check=False)
+        self._stop_supervisor()
         shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None
+
+    def _stop_supervisor(self) -> None:
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is None:
+            return
+        assert supervisor.stdin is not None
+        with contextlib.suppress(OSError):  # it may be gone already
+            supervisor.stdin.write(b"stop\n")
+            supervisor.stdin.close()
+        try:
+            supervisor.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            supervisor.kill()
+            supervisor.wait()
 
     def _init(self) -> None:
         assert self._dir is not None
@@ -191,37 +291,50 @@ class PostgresCluster:
         assert self._dir is not None
         for attempt in range(1, START_ATTEMPTS + 1):
             self.port = _free_port()
-            result = self._run(
-                "pg_ctl", "-D", "data", "-l", "server.log", "-w", "-o", f"-p {self.port}", "start", check=False
-            )
-            if result.returncode == 0:
+            self._supervisor = self._supervise()
+            if self._wait_ready(self._supervisor):
                 return
-            server_log = (self._dir / "server.log").read_text(errors="replace")
+            self._stop_supervisor()
+            server_log = (self._dir / "server.log").read_text(errors="replace") if self._dir.exists() else ""
             if "Address already in use" not in server_log or attempt == START_ATTEMPTS:
-                raise PostgresError(f"pg_ctl start failed:\n{_tail(result.stdout + server_log)}")
+                raise PostgresError(f"the PostgreSQL server did not start:\n{_tail(server_log)}")
 
-    def _create_reader(self) -> None:
-        # pg_read_all_data (PostgreSQL >= 14) reads every table, present and future; the role
-        # has no other privilege, so a write or pg_read_file fails even outside our tools.
-        statements = [
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE pg_read_all_data").format(
-                sql.Identifier(self.reader.name), sql.Literal(self.reader.password)
-            ),
-            sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(sql.Identifier(self.reader.name)),
-        ]
-        with psycopg.connect(self.admin_url(), autocommit=True) as con:
-            for statement in statements:
-                con.execute(statement)
+    def _supervise(self) -> subprocess.Popen[bytes]:
+        assert self._dir is not None
+        user = _server_user()
+        config = {
+            "command": [str(self.bin_dir / "postgres"), "-D", str(self._dir / "data"), "-p", str(self.port)],
+            "folder": str(self._dir),
+            "log": str(self._dir / "server.log"),
+            "parent": os.getpid(),
+            "user": [user.pw_uid, user.pw_gid] if user else None,
+        }
+        with (self._dir / "server.log").open("ab") as server_log:  # the supervisor's errors go there too
+            return subprocess.Popen(
+                [sys.executable, "-I", "-c", SUPERVISOR, json.dumps(config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=server_log,
+                cwd=self._dir,
+                env={**os.environ, "LC_ALL": "C.UTF-8"},
+                start_new_session=True,  # Ctrl-C reaches the runner, which stops the server in order
+            )
+
+    def _wait_ready(self, supervisor: subprocess.Popen[bytes]) -> bool:
+        """Whether the server accepts connections (postmaster.pid says "ready"); False when it exited."""
+        assert self._dir is not None
+        pid_file = self._dir / "data" / "postmaster.pid"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while supervisor.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if [line.strip() for line in pid_file.read_text().splitlines()[7:8]] == ["ready"]:
+                    return True
+            time.sleep(0.05)
+        return False
 
     def allow_reader(self, dbname: str) -> None:
-        """Let the reader connect to `dbname`, and nobody else create (temporary) objects there.
-        (PostgreSQL >= 15 already gives PUBLIC no CREATE on schema public.)"""
-        database = sql.Identifier(dbname)
-        with psycopg.connect(self.admin_url(), autocommit=True) as con:
-            con.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(database))
-            con.execute(
-                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, sql.Identifier(self.reader.name))
-            )
+        """Let the reader SELECT `dbname`'s tables, and nobody else connect there."""
+        grant_reader(self.admin_url(dbname), self.reader.name)
 
     def _run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         assert self._dir is not None
@@ -236,6 +349,221 @@ class PostgresCluster:
         if check and result.returncode != 0:
             raise PostgresError(f"{program} failed:\n{_tail(result.stdout + result.stderr)}")
         return result
+
+
+# ---------------------------------------------------------------- owners, and what outlived theirs
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """Who owns a cluster or reader: host, pid and the process's start time (pids are reused)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()} {pid} {_process_start(pid)}"
+
+
+def owner_alive(tag: str) -> bool:
+    """False only when the tag names a process of this host that is gone."""
+    host, _, rest = tag.strip().partition(" ")
+    pid, _, start = rest.partition(" ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's (or unreadable): not ours to judge
+    return _process_start(int(pid)) == start
+
+
+def _process_start(pid: int) -> str:
+    try:  # field 22 of /proc/PID/stat, counted after the command name's closing parenthesis
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def reap_orphaned_clusters(folder: Path | None = None) -> list[Path]:
+    """Stop the servers of cluster folders whose owner is gone and delete the folders; returns them."""
+    reaped = []
+    for owner in Path(folder or tempfile.gettempdir()).glob(f"{CLUSTER_PREFIX}*/{OWNER_FILE}"):
+        with contextlib.suppress(OSError):
+            if owner_alive(owner.read_text()):
+                continue
+            _kill_postmaster(owner.parent)
+            shutil.rmtree(owner.parent, ignore_errors=True)
+            log.warning("removed the PostgreSQL cluster %s left by a run that ended without stopping it", owner.parent)
+            reaped.append(owner.parent)
+    return reaped
+
+
+def _kill_postmaster(cluster_dir: Path) -> None:
+    try:
+        pid = int((cluster_dir / "data" / "postmaster.pid").read_text().split()[0])
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return  # no server, or not running
+    if str(cluster_dir).encode() not in command:
+        return  # the pid was reused by something else
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGQUIT)  # immediate shutdown; its backends follow
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- the reader role
+
+
+def create_reader(admin_url: str, role: _Role, comment: str | None = None) -> None:
+    """A login role without any privilege yet (`grant_reader` adds SELECT per database), bound by
+    READER_SETTINGS. temp_file_limit needs a superuser to set; without one it is left out."""
+    name = sql.Identifier(role.name)
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
+        con.execute(
+            sql.SQL(
+                "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+            ).format(name, sql.Literal(role.password))
+        )
+        if comment:
+            con.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(name, sql.Literal(comment)))
+        for setting, value in READER_SETTINGS.items():
+            try:
+                con.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(name, sql.Identifier(setting), value))
+            except psycopg.errors.InsufficientPrivilege:
+                log.warning("the role of --postgres-url cannot set %s for the reader role; left unset", setting)
+
+
+def grant_reader(admin_db_url: str, reader: str) -> None:
+    """Let `reader` connect to the URL's database and SELECT its user tables; PUBLIC loses its
+    default CONNECT and TEMP there."""
+    role = sql.Identifier(reader)
+    with psycopg.connect(admin_db_url, autocommit=True, connect_timeout=10) as con:
+        database = sql.Identifier(con.info.dbname)
+        con.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(database))
+        con.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, role))
+        schemas = con.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%'"
+        ).fetchall()
+        for (schema,) in schemas:
+            con.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), role))
+            con.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(sql.Identifier(schema), role))
+
+
+def drop_reader(admin_url: str, reader: str) -> None:
+    """End the reader's sessions, revoke what it was granted in every database, drop it."""
+    role = sql.Identifier(reader)
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
+        con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (reader,))
+        databases = [row[0] for row in con.execute("SELECT datname FROM pg_database WHERE datallowconn")]
+    for dbname in databases:
+        with contextlib.suppress(psycopg.OperationalError):  # a database we may not connect to has no grants of ours
+            with psycopg.connect(_with_dbname(admin_url, dbname), autocommit=True, connect_timeout=10) as con:
+                con.execute(sql.SQL("DROP OWNED BY {}").format(role))
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
+        con.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
+
+
+def reap_readers(admin_url: str) -> list[str]:
+    """Drop the per-run readers on this server whose run is gone; returns their names."""
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
+        rows = con.execute(
+            "SELECT rolname, shobj_description(oid, 'pg_authid') FROM pg_roles "
+            "WHERE starts_with(coalesce(shobj_description(oid, 'pg_authid'), ''), %s)",
+            (READER_COMMENT,),
+        ).fetchall()
+    orphans = [name for name, comment in rows if not owner_alive(comment.removeprefix(READER_COMMENT))]
+    for name in orphans:
+        drop_reader(admin_url, name)
+        log.warning("dropped the PostgreSQL role %s left by a run that ended without dropping it", name)
+    return orphans
+
+
+def reader_problems(url: str) -> list[str]:
+    """What makes the role `url` names unfit to run agent queries (empty: fit)."""
+    checks = [
+        ("SELECT rolsuper FROM pg_roles WHERE rolname = current_user", "is a superuser"),
+        ("SELECT rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = current_user", "can create roles or databases"),
+        ("SELECT has_table_privilege('pg_catalog.pg_authid', 'SELECT')", "can read pg_authid"),
+    ]
+    checks += [(f"SELECT pg_has_role({_literal(r)}, 'USAGE')", f"holds {r}") for r in FORBIDDEN_ROLES]
+    checks += [(f"SELECT has_function_privilege({_literal(f)}, 'EXECUTE')", f"may run {f}") for f in FORBIDDEN_FUNCTIONS]
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as con:
+        return [problem for query, problem in checks if con.execute(query).fetchone() == (True,)]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class PostgresServer:
+    """A server the user names (`--postgres-url`): dumps are restored as the URL's role, agent
+    queries run as a reader role: one created for this run and dropped by `stop()` (a later run
+    reaps it if this one dies first), or the existing role `reader_url` names, checked first."""
+
+    def __init__(self, url: str, reader_url: str | None = None) -> None:
+        self.url_given = url
+        self.reader_url = reader_url
+        self.reader = _Role(f"{READER_ROLE}_{secrets.token_hex(4)}", secrets.token_urlsafe(24))
+        self._created = False
+
+    @functools.cached_property
+    def bin_dir(self) -> Path:
+        return find_bin_dir(("psql",))
+
+    def start(self) -> PostgresServer:
+        try:
+            self._start()
+        except psycopg.OperationalError as error:
+            raise PostgresUnavailable(f"cannot connect to the PostgreSQL server of --postgres-url: {error}") from error
+        except psycopg.Error as error:
+            raise PostgresError(f"preparing the reader role on the --postgres-url server failed: {error}") from error
+        return self
+
+    def _start(self) -> None:
+        if self.reader_url is not None:
+            problems = reader_problems(self.reader_url)
+            if problems:
+                raise PostgresError(f"the role of --postgres-reader-url {' and '.join(problems)}: agent queries need a role that only reads")
+            self.reader = _Role(str(conninfo_to_dict(self.reader_url).get("user", "")), "")
+            return
+        with psycopg.connect(self.url_given, autocommit=True, connect_timeout=10) as con:
+            row = con.execute("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()
+        if row != (True,):
+            raise PostgresError(
+                "the role of --postgres-url cannot create roles, and agent queries must not run as it: "
+                "grant it CREATEROLE, or pass --postgres-reader-url naming a role that can only read"
+            )
+        reap_readers(self.url_given)
+        create_reader(self.url_given, self.reader, READER_COMMENT + owner_tag())
+        self._created = True
+        atexit.register(self.stop)
+
+    def admin_url(self, dbname: str = "postgres") -> str:
+        return _url_with_dbname(self.url_given, dbname)
+
+    def url(self, dbname: str = "postgres") -> str:
+        if self.reader_url is not None:
+            return _url_with_dbname(self.reader_url, dbname)
+        return _url_with_dbname(_with_role(self.url_given, self.reader), dbname)
+
+    def allow_reader(self, dbname: str) -> None:
+        grant_reader(self.admin_url(dbname), self.reader.name)
+
+    def stop(self) -> None:
+        if not self._created:
+            return
+        atexit.unregister(self.stop)
+        self._created = False
+        try:
+            drop_reader(self.url_given, self.reader.name)
+        except psycopg.Error as error:  # the next run reaps it
+            log.warning("could not drop the reader role %s: %s", self.reader.name, error)
+
+
+def _with_role(url: str, role: _Role) -> str:
+    """`url` with `role`'s user name and password in place of its own."""
+    base, _, query = url.partition("?")
+    scheme, _, rest = base.partition("://")
+    authority, slash, path = rest.partition("/")
+    host = authority.rpartition("@")[2]
+    user = f"{quote(role.name, safe='')}:{quote(role.password, safe='')}@"
+    return f"{scheme}://{user}{host}{slash}{path}" + (f"?{query}" if query else "")
 
 
 def _server_user() -> pwd.struct_passwd | None:
@@ -276,7 +604,10 @@ _OWNER_OR_PRIVILEGES = re.compile(rb"(ALTER .* OWNER TO |GRANT |REVOKE |ALTER DE
 _SET = re.compile(rb"SET (\w+) = .*;\s*$")
 
 
-def restore_dump(target: str | PostgresCluster, dbname: str, sql_file: Path) -> str:
+Target = str | PostgresCluster | PostgresServer
+
+
+def restore_dump(target: Target, dbname: str, sql_file: Path) -> str:
     """Create database `dbname` on `target` (a server URL or a running cluster) and load the
     plain pg_dump `sql_file` into it with psql; returns the URL to query it with.
 
@@ -286,7 +617,7 @@ def restore_dump(target: str | PostgresCluster, dbname: str, sql_file: Path) -> 
     PostgresUnavailable when there is no psql or the server cannot be reached."""
     sql_file = Path(sql_file).resolve()
     psql = _psql_program(target)
-    admin = target.admin_url() if isinstance(target, PostgresCluster) else target
+    admin = target if isinstance(target, str) else target.admin_url()
     try:
         con = psycopg.connect(admin, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as error:
@@ -294,7 +625,7 @@ def restore_dump(target: str | PostgresCluster, dbname: str, sql_file: Path) -> 
     try:
         with con:
             _restore(con, psql, admin, dbname, sql_file)
-        if isinstance(target, PostgresCluster):
+        if not isinstance(target, str):
             target.allow_reader(dbname)
     except psycopg.Error as error:
         raise PostgresError(f"restoring {sql_file} into database {dbname!r} failed: {error}") from error
@@ -389,8 +720,8 @@ def _unknown_setting(line: bytes, known_settings: set[str]) -> bool:
     return match is not None and match.group(1).decode().lower() not in known_settings
 
 
-def _psql_program(target: str | PostgresCluster) -> Path:
-    folder = target.bin_dir if isinstance(target, PostgresCluster) else find_bin_dir(("psql",))
+def _psql_program(target: Target) -> Path:
+    folder = find_bin_dir(("psql",)) if isinstance(target, str) else target.bin_dir
     return folder / "psql"
 
 
@@ -398,10 +729,10 @@ def _with_dbname(url: str, dbname: str) -> str:
     return make_conninfo(url, dbname=dbname)
 
 
-def _query_url(target: str | PostgresCluster, dbname: str) -> str:
-    if isinstance(target, PostgresCluster):
-        return target.url(dbname)
-    return _url_with_dbname(target, dbname)
+def _query_url(target: Target, dbname: str) -> str:
+    if isinstance(target, str):
+        return _url_with_dbname(target, dbname)
+    return target.url(dbname)
 
 
 def _url_with_dbname(url: str, dbname: str) -> str:
@@ -424,20 +755,30 @@ def _sha256(path: Path) -> str:
 
 
 def prepare_postgres(
-    tasks: list[Task], *, url: str | None = None, cluster: PostgresCluster | None = None
-) -> tuple[list[Task], PostgresCluster | None]:
+    tasks: list[Task],
+    *,
+    url: str | None = None,
+    cluster: PostgresCluster | None = None,
+    reader_url: str | None = None,
+) -> tuple[list[Task], PostgresCluster | PostgresServer | None]:
     """Restore every pg_dump the tasks' postgres data sources name, once per (dump, database
-    name), and return copies of the tasks whose locations are `postgresql://` URLs.
+    name), and return copies of the tasks whose locations are `postgresql://` URLs of a reader.
 
-    Restores go to the server `url`, else into `cluster`, else into a cluster started here,
-    which is returned (the caller stops it); None otherwise, also when no task needs one.
-    Tasks already unavailable are left alone; a dump that fails to restore makes its tasks
-    unavailable with the reason. Raises PostgresUnavailable when there is nowhere to restore."""
+    Restores go to the server `url` (as a `PostgresServer`, with `reader_url` if given), else
+    into `cluster`, else into a cluster started here; what was started is returned (the caller
+    stops it: that also drops the run's reader role); None otherwise, also when no task needs
+    one. Tasks already unavailable are left alone; a dump that fails to restore makes its tasks
+    unavailable with the reason. Raises PostgresUnavailable when there is nowhere to restore,
+    PostgresError when the reader role cannot be made safe."""
     wanted = [(task, source) for task in tasks if not task.unavailable for source in task.data if _is_dump(source)]
     if not wanted:
         return list(tasks), None
-    started = PostgresCluster().start() if url is None and cluster is None else None
-    target = url if url is not None else cluster or started
+    started: PostgresCluster | PostgresServer | None = None
+    if url is not None:
+        started = PostgresServer(url, reader_url).start()
+    elif cluster is None:
+        started = PostgresCluster().start()
+    target = cluster if started is None else started
     assert target is not None
     try:
         restored = _restore_all(target, [_key(task, source) for task, source in wanted])
@@ -467,7 +808,7 @@ def _key(task: Task, source: DataSource) -> _Key:
     return _database_name(task, source), Path(source.location or "")
 
 
-def _restore_all(target: str | PostgresCluster, wanted: list[_Key]) -> dict[_Key, str | PostgresError]:
+def _restore_all(target: Target, wanted: list[_Key]) -> dict[_Key, str | PostgresError]:
     """Each distinct (name, dump) restored once: its URL, or the error. Two different dumps
     asking for one database name get distinct names."""
     results: dict[_Key, str | PostgresError] = {}
