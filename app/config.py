@@ -53,6 +53,7 @@ class RunConfig(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     task_ids: list[str] | None = None
     hints: bool = False  # DAB: dataset descriptions with hints
+    dab_validator_cpu_s: float = Field(default=600.0, gt=0)  # DAB: CPU seconds one validate.py may use
     levels: list[str] | None = None  # only tasks of these levels
     question_types: list[str] | None = None  # only tasks of these question types
     epochs: int = Field(default=1, ge=1)
@@ -74,7 +75,7 @@ class RunConfig(BaseModel):
 
     def benchmark_options(self) -> dict[str, Any]:
         """The settings a benchmark may use (`Benchmark.__init__`)."""
-        return {"hints": self.hints, "postgres_url": self.postgres_url}
+        return {"hints": self.hints, "postgres_url": self.postgres_url, "validator_cpu_s": self.dab_validator_cpu_s}
 
 
 def config_text(name: str) -> str:

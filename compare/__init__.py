@@ -49,7 +49,7 @@ from .model import (
 from .prompt import ANSWER_TOOL, prompt_hash, task_prompt
 from .registry import Registry, RegistryError
 from .runlog import Manifest, ResultRecord, RunLog, RunLogError, read_run
-from .scorer import SCORERS, Scorer, Scores, ScoreSheet, register_scorer, reports, score
+from .scorer import SCORERS, Scorer, Scores, ScoreSheet, ScoringError, register_scorer, reports, score
 from .system import SYSTEMS, System, create_system, register_system
 from .task import (
     Answer,
@@ -104,6 +104,7 @@ __all__ = [
     "RunLog",
     "RunLogError",
     "ScoreSheet",
+    "ScoringError",
     "Scorer",
     "Scores",
     "System",

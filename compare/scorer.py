@@ -7,8 +7,12 @@ says nothing about a choice question. `judge` is the metered model of the LLM ju
 run has one (`--judge`), for scorers that need one.
 
 A scorer that raises never makes a task drop out of a mean: the metrics it declares with
-`@reports(...)` are scored as failures (0.0) and the error is kept (`ScoreSheet.errors`), so the
-denominator stays what it was and the summary counts the failure.
+`@reports(...)` are scored as failures (0.0) and the error is kept (`ScoreSheet.errors`, the record's
+`scoring_error`), so the denominator stays what it was and the summary counts the failure. A scorer
+that declares nothing still records its error, and the metrics it returned on earlier tasks in this
+process score 0.0 (declare them with `@reports`: a scorer that fails on its first task has no known
+metrics). A scorer that gave part of its verdict raises `ScoringError` with the part it has (RS's
+judged dimensions); its declared metrics still score 0.0.
 """
 
 from __future__ import annotations
@@ -79,6 +83,17 @@ def reports(*metrics: str) -> Callable[[S], S]:
     return decorate
 
 
+class ScoringError(Exception):
+    """A scorer could not give its full verdict; `scores` keeps what it did score."""
+
+    def __init__(self, message: str, scores: Scores | None = None) -> None:
+        super().__init__(message)
+        self.scores = dict(scores or {})
+
+
+_returned: dict[str, set[str]] = {}  # scorer name -> metrics it returned (for scorers without @reports)
+
+
 @dataclass
 class ScoreSheet:
     scores: Scores = field(default_factory=dict)
@@ -99,8 +114,13 @@ def score(
     for name in scorers:
         scorer = SCORERS.load(name)
         try:
-            sheet.scores.update(scorer(task, answer, trace, judge))
+            scores = scorer(task, answer, trace, judge)
         except Exception as failure:  # a scorer bug must not drop the task from the denominator
             sheet.errors[name] = f"{type(failure).__name__}: {failure}"
-            sheet.scores.update(dict.fromkeys(getattr(scorer, "metrics", ()), 0.0))
+            sheet.scores.update(failure.scores if isinstance(failure, ScoringError) else {})
+            metrics = getattr(scorer, "metrics", None) or sorted(_returned.get(name, ()))
+            sheet.scores.update(dict.fromkeys(metrics, 0.0))
+        else:
+            _returned.setdefault(name, set()).update(scores)
+            sheet.scores.update(scores)
     return sheet

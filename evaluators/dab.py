@@ -4,12 +4,20 @@ Official check. Each DAB query ships `validate.py` with `validate(llm_output) ->
 It is benchmark code we did not write, so it runs in the same bubblewrap sandbox as the
 `execute_python` tool (`tools/python_sandbox.py`, `run_sandboxed`: empty environment, no network,
 uid 65534, its own PID namespace, only the Python runtime visible, CPU/memory/file-size/process
-limits, wall-clock timeout). The validator's folder and the DAB root (two levels up, where the
-official harness finds `common_scaffold`) are shown read-only at their own paths (as root they
-must be readable by uid 65534) and put on its import path. The answer goes in on stdin as JSON;
+limits). DAB's official harness runs validate.py with no time limit, and some validators are slow
+(stockmarket/query3's fuzzy name match over a sliding window can need a minute on a busy machine), so
+there is no short wall limit: a CPU budget, `VALIDATOR_CPU_S` (600 s, DAB's limit on one tool call;
+the DAB benchmark's option `validator_cpu_s`, config `dab_validator_cpu_s`), and only a wall-clock
+backstop of `VALIDATOR_WALL_FACTOR` times that budget (at least a minute more) for a validator that
+waits without computing.
+The validator's folder and the DAB root (two levels up, where the official harness finds
+`common_scaffold`) are shown read-only at their own paths (as root they must be readable by
+uid 65534) and put on its import path. The answer goes in on stdin as JSON;
 the verdict comes back as JSON on the original stdout, while the validator's own prints are sent
 to stderr (DAB validators print). A validator that cannot be read, crashes, times out, exits
-without a verdict or returns anything but a (bool, str) tuple gives `passed=False` with `error` set.
+without a verdict or returns anything but a (bool, str) tuple gives `passed=False` with `error` set,
+and the `dab` scorer then records a `scoring_error` (counted and shown in the summary): the answer was
+not judged wrong, the check failed.
 Where bubblewrap cannot run, the validator still runs, in the unsandboxed fallback (rlimits,
 audit hook, temporary folder; a warning is logged once): it is published benchmark code, not
 model output, and scoring must not depend on the sandbox. Model-written code never takes
@@ -53,13 +61,15 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports, versioned
+from ..compare.scorer import Scores, ScoringError, reports, versioned
 from ..compare.task import Answer, Gold, Task
 from ..compare.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
 from .statistics import BootstrapCI, pass_at_k, stratified_bootstrap_ci, stratified_mean
 
-VALIDATOR_TIMEOUT_S = 30.0
+VALIDATOR_CPU_S = 600.0  # CPU seconds per validation (module docstring); the wall backstop is a multiple
+VALIDATOR_WALL_FACTOR = 4  # a validator sharing a busy machine still gets its CPU budget within this
+VALIDATOR_WALL_MIN_EXTRA_S = 60.0  # and at least this much wall time beyond its budget
 VALIDATOR_MEMORY_MB = 1024
 MAX_DECIMALS = 2  # fallback: decimals compared at most (unless two significant digits need more)
 
@@ -118,11 +128,11 @@ def _warn_unsandboxed(problem: str) -> None:
     logging.getLogger(__name__).warning("DAB validators run WITHOUT the bubblewrap sandbox: %s", problem)
 
 
-def _verdict(run: SandboxRun, timeout_s: float) -> ValidationResult:
+def _verdict(run: SandboxRun, timeout_s: float, cpu_s: float) -> ValidationResult:
     if run.timed_out:
-        return _official_failure(f"validator timed out after {timeout_s:g}s; the process was killed")
-    if run.exit_status < 0:  # e.g. SIGXCPU from the CPU limit
-        return _official_failure(f"validator killed by {signal.Signals(-run.exit_status).name}")
+        return _official_failure(f"validator timed out after {timeout_s:g}s of wall time; the process was killed")
+    if run.exit_status < 0:  # the CPU limit kills with SIGKILL (or SIGXCPU)
+        return _official_failure(f"validator killed by {signal.Signals(-run.exit_status).name} (CPU budget {cpu_s:g}s)")
     if run.exit_status > 0:
         last = (run.stderr.strip().splitlines() or ["no error output"])[-1]
         return _official_failure(f"validator crashed (exit status {run.exit_status}): {last}")
@@ -140,8 +150,14 @@ def _verdict(run: SandboxRun, timeout_s: float) -> ValidationResult:
     return ValidationResult(passed=passed, reason=reason)
 
 
-def run_validator(validate_py: Path, llm_output: str, *, timeout_s: float = VALIDATOR_TIMEOUT_S) -> ValidationResult:
-    """Run the query's validate.py on `llm_output` in the sandbox; never raises."""
+def run_validator(
+    validate_py: Path, llm_output: str, *, cpu_s: float = VALIDATOR_CPU_S, timeout_s: float | None = None
+) -> ValidationResult:
+    """Run the query's validate.py on `llm_output` in the sandbox with `cpu_s` CPU seconds and
+    `timeout_s` of wall time (default: VALIDATOR_WALL_FACTOR × cpu_s, at least cpu_s + VALIDATOR_WALL_MIN_EXTRA_S);
+    never raises."""
+    if timeout_s is None:
+        timeout_s = max(cpu_s * VALIDATOR_WALL_FACTOR, cpu_s + VALIDATOR_WALL_MIN_EXTRA_S)
     validate_py = Path(validate_py).resolve()
     try:
         source = validate_py.read_text(encoding="utf-8")
@@ -158,10 +174,11 @@ def run_validator(validate_py: Path, llm_output: str, *, timeout_s: float = VALI
             read_only=paths,
             stdin=stdin,
             allow_unsandboxed=True,  # benchmark code, not model output (module docstring)
+            cpu_s=cpu_s,
         )
     except (OSError, ValueError) as error:  # unreadable file or folder, undecodable text, sandbox failed to start
         return _official_failure(f"{type(error).__name__}: {error}")
-    return _verdict(run, timeout_s)
+    return _verdict(run, timeout_s, cpu_s)
 
 
 # ---------------------------------------------------------------- fallback
@@ -248,11 +265,11 @@ def fallback_validate(ground_truth_csv: Path, llm_output: str) -> ValidationResu
 # ---------------------------------------------------------------- scoring one answer
 
 
-def _validate(gold: Gold | None, text: str) -> ValidationResult:
+def _validate(gold: Gold | None, text: str, cpu_s: float) -> ValidationResult:
     validator = Path(gold.validator) if gold and gold.validator else None
     ground_truth = Path(gold.ground_truth_file) if gold and gold.ground_truth_file else None
     if validator is not None and validator.is_file():
-        return run_validator(validator, text)
+        return run_validator(validator, text, cpu_s=cpu_s)
     if ground_truth is not None and ground_truth.is_file():
         return fallback_validate(ground_truth, text)
     error = f"neither validate.py ({validator}) nor ground_truth.csv ({ground_truth}) exists"
@@ -268,7 +285,7 @@ def score_dab(task: Task, answer: Answer) -> tuple[dict[str, float], ValidationR
     if answer.status == "no_tool_call":
         result = ValidationResult(passed=False, reason="no tool call: counts as a failure", validator="none")
     else:
-        result = _validate(task.gold, answer.text)
+        result = _validate(task.gold, answer.text, float(task.metadata.get("validator_cpu_s") or VALIDATOR_CPU_S))
     return {"correct": float(result.passed)}, result
 
 
@@ -358,8 +375,12 @@ def pass_at_k_table(records: Iterable[Mapping[str, Any]]) -> PassAtKTable:
     return PassAtKTable(ks, queries, datasets, overall, unavailable)
 
 
-@versioned("1")
+@versioned("2")  # 2: a CPU budget instead of a 30 s wall limit; a failed check is a scoring error
 @reports("correct")
 def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
-    """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback)."""
-    return dict(score_dab(task, answer)[0])
+    """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback); a check that
+    gave no verdict (a validator that crashed or ran out of time) is a scoring error, not a wrong answer."""
+    scores, result = score_dab(task, answer)
+    if result.error:
+        raise ScoringError(f"{result.reason}: {result.error}")
+    return dict(scores)

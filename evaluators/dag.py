@@ -77,7 +77,15 @@ Scores (a ratio with an empty denominator is 1: nothing asked, nothing wrong):
   u that was never called is no ordering violation: GC and TF already charge for
   the missing step; SS judges the order of what was done.
 - TQ = TF·SS; TOS = ½(GC + TQ); SR = successful calls / all calls as given (before
-  folding; 0 without calls).
+  folding; 0 without calls, in `tool_dag` and `tool_success` alike: a task without a tool call
+  stays in the SR mean of every benchmark).
+- coverage = |covered ∩ work| / |work|, work = the required gold nodes other than the answer
+  node (absent when the gold has none). Shown beside TOS because TOS, like FDABench's own
+  evaluator, gives credit for little work: on a gold DAG with an `answer` node, a trace whose only
+  call is `answer` covers that required, critical node (GC ⅓ of schema → sql → answer, TF ½:
+  TOS 0.417) while its coverage is 0. FDABench's evaluator (FDABench/evaluation/dag_evaluator.py)
+  gives an empty trace, an answer-only trace and a trace of semantic operators alone TOS 0 on its
+  own gold DAGs (no answer node), as this module does (tests/evaluators/test_dag.py).
 """
 
 from __future__ import annotations
@@ -356,6 +364,7 @@ class ToolOrchestration(BaseModel):
     tq: float
     tos: float
     sr: float
+    coverage: float | None  # share of the required non-answer gold steps done (None: the gold has none)
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -634,29 +643,41 @@ def tool_orchestration(dag: GoldDag, calls: list[tuple[str, bool]]) -> ToolOrche
         ss=ss,
         tq=tf * ss,
         tos=(gc + tf * ss) / 2,
-        sr=sum(success for _, success in calls) / len(calls) if calls else 0.0,
+        sr=success_rate(calls),
+        coverage=_work_coverage(dag, set(matched) | credited),
     )
 
 
+def success_rate(calls: list[tuple[str, bool]]) -> float:
+    """Successful calls / all calls; 0 without calls (the rule of both `tool_dag` and `tool_success`)."""
+    return sum(success for _, success in calls) / len(calls) if calls else 0.0
+
+
+def _work_coverage(dag: GoldDag, covered: set[str]) -> float | None:
+    work = {node.id for node in dag.nodes if node.required and node.tool != ANSWER}
+    return len(work & covered) / len(work) if work else None
+
+
 def score_dag(task: Task, trace: Trace) -> dict[str, float]:
-    """tos, gc, tq, tf, ss and sr of the trace's tool calls; empty when the task has no gold DAG."""
+    """tos, gc, tq, tf, ss, sr and (when defined) coverage of the trace's tool calls; empty when the
+    task has no gold DAG."""
     dag = gold_dag(task)
     if dag is None:
         return {}
     result = tool_orchestration(dag, [(step.tool, step.success) for step in trace.tool_calls])
-    return {"tos": result.tos, "gc": result.gc, "tq": result.tq, "tf": result.tf, "ss": result.ss, "sr": result.sr}
+    scores = {"tos": result.tos, "gc": result.gc, "tq": result.tq, "tf": result.tf, "ss": result.ss, "sr": result.sr}
+    return scores if result.coverage is None else {**scores, "coverage": result.coverage}
 
 
-@versioned("1")
+@versioned("2")  # 2: semantic operators aliased (tool_aliases.yaml); coverage beside TOS
 @reports("tos", "tq", "gc")
 def tool_dag_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `tool_dag`: TOS and its parts against the task's gold DAG (nothing without one)."""
     return dict(score_dag(task, trace))
 
 
-@versioned("1")
+@versioned("2")  # 2: SR 0 without tool calls, as tool_dag gives
 @reports("sr")
 def tool_success_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
-    """Scorer `tool_success`: SR, the share of tool calls that succeeded (nothing without calls)."""
-    calls = trace.tool_calls
-    return {"sr": sum(call.success for call in calls) / len(calls)} if calls else {}
+    """Scorer `tool_success`: SR, the share of tool calls that succeeded (0 without calls, as `tool_dag`)."""
+    return {"sr": success_rate([(call.tool, call.success) for call in trace.tool_calls])}

@@ -1,7 +1,7 @@
 """FDABench rubric score (RS) of a report: SQL_ACC from the gold SQL result's values, the other
 three dimensions from an LLM judge.
 
-RS = Σ w·s / Σ w over the active dimensions that got a score. Active: the dimensions the
+RS = Σ w·s / Σ w over the active dimensions, every one of which must have a score. Active: the dimensions the
 task's rubric lists (all four at 0.25 when it has none) with a weight above 0; SQL_ACCURACY
 also needs a gold SQL result with at least one value.
 
@@ -35,7 +35,9 @@ The judge (`RubricJudge`):
   and the full report. A report over `MAX_REPORT_CHARS` is never truncated: the dimensions
   that need it are left unscored with an error.
 - A call that fails or returns anything but a valid verdict leaves its dimension None with the
-  error recorded; RS is taken over the remaining dimensions.
+  error recorded. RS is never taken over the remaining dimensions (a shrunken, easier average):
+  the scorer raises `ScoringError` naming the unscored dimensions, so the record has a
+  `scoring_error`, RS counts as a failure (0.0) and the dimensions that were scored are kept.
 - An empty report scores 0 on every active dimension without a model call (source "no_report").
 - The judge is a MeteredModel with its own TraceRecorder, so its calls are metered and reported
   apart from the system under test.
@@ -55,7 +57,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field
 
 from ..compare.model import Message, MeteredModel, ModelError
-from ..compare.scorer import Scores, reports, versioned
+from ..compare.scorer import Scores, ScoringError, reports, versioned
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.trace import BudgetExceeded, Trace
 
@@ -255,10 +257,10 @@ class RubricScores(BaseModel):
     @computed_field
     @property
     def rs(self) -> float | None:
-        """Σ w·s / Σ w over the scored dimensions; None when none was scored."""
+        """Σ w·s / Σ w over the active dimensions; None when any of them (or all: none active) has no score."""
         scored = [(d.weight, d.score) for d in self.dimensions if d.score is not None]
         total = sum(w for w, _ in scored)
-        return sum(w * s for w, s in scored) / total if total else None
+        return sum(w * s for w, s in scored) / total if total and len(scored) == len(self.dimensions) else None
 
     def score_of(self, name: str) -> float | None:
         return next((d.score for d in self.dimensions if d.name == name), None)
@@ -406,10 +408,13 @@ def score_rubric(task: Task, answer: Answer, judge: RubricJudge | None) -> dict[
         sql_acc = sql_accuracy_by_values(_sql_result(task), answer.report or answer.text)
         return {"rs": None, **dict.fromkeys(DIMENSIONS.values()), "sql_acc": sql_acc}
     scores = judge.score(task, answer)
-    return {"rs": scores.rs, **{key: scores.score_of(name) for name, key in DIMENSIONS.items()}}
+    result = {"rs": scores.rs, **{key: scores.score_of(name) for name, key in DIMENSIONS.items()}}
+    if scores.errors:  # a dimension without a verdict: never an RS over the others
+        raise ScoringError("RS not scored: " + "; ".join(scores.errors), {k: v for k, v in result.items() if k != "rs"})
+    return result
 
 
-@versioned("1")
+@versioned("2")  # 2: a dimension without a verdict is a scoring error, never a smaller average
 @reports("rs")
 def rubric_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `rubric`: RS and its dimensions for report tasks, judged by the run's judge model."""

@@ -262,7 +262,11 @@ class DataAgentBench(Benchmark):
 
     def load(self) -> list[Task]:
         # build_missing: e.g. bookreview's review table, published as JSON Lines.
-        return load_dab(self.path, hints=bool(self.options.get("hints")), build_missing=True)
+        tasks = load_dab(self.path, hints=bool(self.options.get("hints")), build_missing=True)
+        cpu_s = self.options.get("validator_cpu_s")  # the `dab` scorer's CPU budget per validate.py
+        if not cpu_s:
+            return tasks
+        return [t.model_copy(update={"metadata": {**t.metadata, "validator_cpu_s": cpu_s}}) for t in tasks]
 
     def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
         check_kinds(task, DAB_KINDS)

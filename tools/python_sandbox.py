@@ -20,7 +20,8 @@ Each call runs `sys.executable -I` under bubblewrap (`bwrap`, 0.8 or newer); the
   privileged and `setpriv` drops to uid 65534 in the host's user namespace instead: RLIMIT_NPROC
   never binds processes whose host uid is 0, and bwrap maps the sandbox uid onto the caller's,
   so a user namespace would leave a root caller's sandbox without a process limit.
-- rlimits set before the code runs: RLIMIT_AS (memory), RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC
+- rlimits set before the code runs: RLIMIT_AS (memory), RLIMIT_CPU (the wall-clock timeout, or
+  `cpu_s` when given: DAB's validators get a CPU budget apart from their wall time), RLIMIT_FSIZE, RLIMIT_NPROC
   (PROCESS_LIMIT processes and threads; as root, on top of uid 65534's other tasks on the host).
 - A wall-clock timeout: the sandbox's init is killed, which kills every process of its PID
   namespace (also children that called setsid()); the call returns once they are gone. Ctrl-C
@@ -186,6 +187,7 @@ def run_sandboxed(
     files: Mapping[str, str | bytes] | None = None,
     stdin: bytes = b"",
     allow_unsandboxed: bool = False,
+    cpu_s: float | None = None,
 ) -> SandboxRun:
     """Run `code` as main.py under every layer in the module docstring.
 
@@ -198,10 +200,10 @@ def run_sandboxed(
     inputs = {"main.py": code, **(files or {})}
     problem = sandbox_problem()
     if problem is None:
-        return _run_bubblewrap(inputs, timeout_s, memory_mb, data_dir, read_only, stdin)
+        return _run_bubblewrap(inputs, timeout_s, memory_mb, data_dir, read_only, stdin, cpu_s)
     if not allow_unsandboxed:
         raise SandboxUnavailable(refusal(problem))
-    return _run_unsafe(inputs, timeout_s, memory_mb, data_dir, stdin)
+    return _run_unsafe(inputs, timeout_s, memory_mb, data_dir, stdin, cpu_s)
 
 
 def _privileged() -> bool:
@@ -215,6 +217,7 @@ def _run_bubblewrap(
     data_dir: Path | None = None,
     read_only: Sequence[Path] = (),
     stdin: bytes = b"",
+    cpu_s: float | None = None,
 ) -> SandboxRun:
     shown = [*([data_dir] if data_dir else []), *read_only]
     if _privileged():
@@ -223,7 +226,8 @@ def _run_bubblewrap(
         input_fds = {name: _anonymous_file(stack, content).fileno() for name, content in inputs.items()}
         given = _anonymous_file(stack, stdin)
         info, out, err = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(3))
-        limits = _limits(timeout_s, memory_mb, PROCESS_LIMIT + _task_count(SANDBOX_UID) if _privileged() else None)
+        processes = PROCESS_LIMIT + _task_count(SANDBOX_UID) if _privileged() else None
+        limits = _limits(timeout_s if cpu_s is None else cpu_s, memory_mb, processes)
         program = [sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": False})]
         command = bubblewrap_command(program, data_dir, read_only, input_fds, info.fileno())
         # bwrap gets an empty environment too: the sandbox's /proc/1/environ is bwrap's
@@ -483,10 +487,10 @@ def _task_count(uid: int) -> int:
     return count
 
 
-def _limits(timeout_s: float, memory_mb: int, processes: int | None) -> dict[str, int]:
+def _limits(cpu_s: float, memory_mb: int, processes: int | None) -> dict[str, int]:
     limits = {
         "RLIMIT_AS": memory_mb << 20,
-        "RLIMIT_CPU": math.ceil(timeout_s) + 1,
+        "RLIMIT_CPU": math.ceil(cpu_s) + 1,
         "RLIMIT_FSIZE": FILE_SIZE_LIMIT,
     }
     return limits if processes is None else {**limits, "RLIMIT_NPROC": processes}
@@ -514,7 +518,12 @@ def network_namespace_available() -> bool:
 
 
 def _run_unsafe(
-    inputs: Mapping[str, str | bytes], timeout_s: float, memory_mb: int, data_dir: Path | None, stdin: bytes
+    inputs: Mapping[str, str | bytes],
+    timeout_s: float,
+    memory_mb: int,
+    data_dir: Path | None,
+    stdin: bytes,
+    cpu_s: float | None = None,
 ) -> SandboxRun:
     """NOT a sandbox (module docstring): only rlimits, the audit hook and, where possible, no network."""
     with (
@@ -527,7 +536,8 @@ def _run_unsafe(
             Path(work, name).write_bytes(content.encode() if isinstance(content, str) else content)
         given.write(stdin)
         given.seek(0)
-        limits = _limits(timeout_s, memory_mb, _task_count(os.getuid()) + EXTRA_PROCESSES)
+        cpu = timeout_s if cpu_s is None else cpu_s
+        limits = _limits(cpu, memory_mb, _task_count(os.getuid()) + EXTRA_PROCESSES)
         prefix = ["unshare", "--net", "--map-root-user"] if network_namespace_available() else []
         command = [*prefix, sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": True})]
         environment = {"PATH": SANDBOX_PATH, "HOME": work, "LANG": "C.UTF-8"}

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_agent_compare.compare.task import AltGroup, DagEdge, DagNode, EdgeType, Gold, GoldDag, Task
+from data_agent_compare.compare.scorer import score
+from data_agent_compare.compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, Gold, GoldDag, Task
 from data_agent_compare.compare.trace import Phase, ToolCallStep, Trace
 from data_agent_compare.evaluators import dag as dag_module
 from data_agent_compare.evaluators.dag import (
@@ -82,6 +83,10 @@ def test_alias_table_maps_benchmark_and_framework_names_onto_canonical_tools():
         "file_system": "read_file",
         "return_answer": "answer",
         "sql_debug": "sql_debug",
+        "sem_filter": "execute_python",  # semantic operators transform fetched rows, as agents do in Python
+        "docetl_reduce": "execute_python",
+        "sem_search": "search_documents",  # ranking rows by similarity to a query is a retrieval
+        "graph_search": "search_documents",
         "some_new_tool": "some_new_tool",  # unknown names stay themselves
     }
     assert {name: canonical_tool(name) for name in expected} == expected
@@ -430,7 +435,57 @@ def test_score_dag_reads_the_trace(bundled):
     ]
     scores = score_dag(task, Trace(task_id=task.id, system="s", model="m", steps=steps))
     # schema -> sql -> answer all matched in order (the failed SQL call is skipped): TOS 1; SR = 3/4
-    assert scores == {"tos": 1.0, "gc": 1.0, "tq": 1.0, "tf": 1.0, "ss": 1.0, "sr": 0.75}
+    assert scores == {"tos": 1.0, "gc": 1.0, "tq": 1.0, "tf": 1.0, "ss": 1.0, "sr": 0.75, "coverage": 1.0}
+
+
+# ---------------------------------------------------------------- edge cases beside FDABench's own evaluator
+
+# FDABench's DAGEvaluator (fdabench/FDAbench, FDABench/evaluation/dag_evaluator.py at commit 0406d46e19): TOS =
+# ½·GC + ½·F1·SS, GC = ½(required coverage + critical-path coverage), F1 over the SETS of tool names (its alias
+# table knows neither `answer` nor any semantic operator; generated_sql and execute_sql are two tools), SS 0 when a
+# matched node's HARD_DEP source was not executed or ran later. Its values, worked through that code by hand:
+PERFECT_FDA0722 = ("get_schema_info", "generated_sql", "execute_sql", "web_context_search", "vectorDB_search")
+OFFICIAL_ON_FDA0722 = {  # case -> (calls, FDABench's TOS); FDA0722's chain, every subtask required and critical
+    "empty trace": ([], 0.0),  # nothing covered, F1 0 (no tool), SS 1
+    "answer only": (ok("answer"), 0.0),  # `answer` is no tool of its gold: nothing covered, F1 0
+    "operators only": (ok("sem_filter", "sem_map", "docetl_reduce"), 0.0),  # unknown tools: F1 0
+}
+
+
+@pytest.mark.parametrize("case", OFFICIAL_ON_FDA0722)
+def test_doing_nothing_scores_as_fdabenchs_evaluator_scores_it(chain, case):
+    calls, official = OFFICIAL_ON_FDA0722[case]
+    result = tool_orchestration(chain, calls)
+    assert result.tos == pytest.approx(official)
+    assert result.coverage == 0.0
+
+
+def test_a_semantic_operator_beside_a_perfect_trace_costs_what_an_extra_python_call_costs(chain, bundled):
+    # FDABench's evaluator charges the extra operator too: tools {5 gold} + sem_filter -> P 5/6, R 1, F1 10/11,
+    # TOS ½(1 + 10/11) = 21/22. Ours folds generated_sql into execute_sql (4 gold items): TF 8/9, TOS 17/18.
+    with_operator = tool_orchestration(chain, ok(*PERFECT_FDA0722, "sem_filter")).tos
+    with_python = tool_orchestration(chain, ok(*PERFECT_FDA0722, "execute_python")).tos
+    assert with_operator == with_python == pytest.approx(17 / 18)
+    # where the gold has a processing step (BND004's optional rate_python), the operator takes it: TOS 1 (was 17/18)
+    perfect = ok("search_documents", "get_schema_info", "execute_sql", "sem_filter", "answer")
+    assert tool_orchestration(bundled["BND004"].gold.dag, perfect).tos == 1.0
+
+
+def test_an_answer_only_trace_keeps_its_credit_with_coverage_zero_beside_it(bundled):
+    # BND001: schema -> sql -> answer, all required and critical. FDABench's evaluator, given this DAG, credits
+    # the answer node too: GC ½(1/3 + 1/3), F1 over tool sets ½, SS 0 (sql never ran) -> TOS 1/6. Ours keeps
+    # GC 1/3 and TF 2·1/(1 + 3) = ½ with SS 1 (a missing step is no reversal) -> 5/12, and says what was done:
+    result = tool_orchestration(bundled["BND001"].gold.dag, ok("answer"))
+    assert (result.tos, result.coverage) == (pytest.approx(5 / 12), 0.0)
+    assert tool_orchestration(bundled["BND001"].gold.dag, ok("get_schema_info", "answer")).coverage == 0.5
+
+
+def test_tool_success_and_tool_dag_give_a_task_without_tool_calls_the_same_success_rate(bundled):
+    task = bundled["BND001"]
+    trace, answer = Trace(task_id=task.id, system="s", model="m"), Answer(text="x")
+    dag_sheet = score(task, answer, trace, ["tool_dag", "tool_success"])
+    assert dag_sheet.scores["sr"] == 0.0 and score(task, answer, trace, ["tool_success"]).scores == {"sr": 0.0}
+    assert score_dag(task, trace)["sr"] == 0.0
 
 
 # ---------------------------------------------------------------- properties

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from data_agent_compare.compare.model import CallContext, Message, MeteredModel, ModelError, ModelRequest
+from data_agent_compare.compare.scorer import ScoringError, score
 from data_agent_compare.compare.task import Answer, Gold, QuestionType, Rubric, RubricDimension, Task
 from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
 from data_agent_compare.evaluators.rubric import (
@@ -221,16 +222,29 @@ def test_invalid_reply_of_scripted_judge_leaves_the_dimension_unscored(reply):
     scores = RubricJudge(judge_model(scripted)).score(task, Answer(report=task.gold.report))
     assert scores.score_of("LOGICAL_REASONING") is None
     assert len(scores.errors) == 1 and scores.errors[0].startswith("LOGICAL_REASONING: invalid judge reply")
-    assert scores.rs == pytest.approx((1 + 0 + 1) / 3)
+    assert scores.rs is None  # never the mean of the three dimensions that did get a verdict
 
 
-def test_failing_scripted_judge_call_is_recorded_not_raised():
+def test_a_failing_scripted_judge_call_is_a_scoring_error_with_rs_a_failure_and_the_judged_dimensions_kept():
     def fails(request: ModelRequest, context: CallContext) -> Message:
         raise ModelError("provider down")
 
     task = report_task()
-    result = score_rubric(task, Answer(report=task.gold.report), RubricJudge(judge_model(fails)))
-    assert result == {"rs": 1.0, "sql_acc": 1.0, "ext_integ": None, "log_reason": None, "complete": None}
+    with pytest.raises(ScoringError, match="EXTERNAL_INTEGRATION: judge call failed: provider down") as raised:
+        score_rubric(task, Answer(report=task.gold.report), RubricJudge(judge_model(fails)))
+    assert raised.value.scores == {"sql_acc": 1.0, "ext_integ": None, "log_reason": None, "complete": None}
+
+
+def test_a_judge_failing_on_two_of_four_dimensions_gives_a_scoring_error_and_rs_zero_in_the_record():
+    task = report_task()
+    scripted = ScriptedJudge({"EXTERNAL_INTEGRATION": "not json", "LOGICAL_REASONING": "not json", "COMPLETENESS": 1})
+    judge = judge_model(scripted)
+    trace = Trace(task_id=task.id, system="s", model="m")
+    sheet = score(task, Answer(report=task.gold.report), trace, ["rubric"], judge)
+    assert sheet.scores["rs"] == 0.0  # was 1.0: the mean of SQL_ACC and COMPLETENESS alone
+    assert (sheet.scores["sql_acc"], sheet.scores["complete"], sheet.scores["ext_integ"]) == (1.0, 1.0, None)
+    assert sheet.error.startswith("rubric: ScoringError: RS not scored: EXTERNAL_INTEGRATION: invalid judge reply")
+    assert "LOGICAL_REASONING: invalid judge reply" in sheet.error
 
 
 def test_scripted_judge_calls_land_in_the_judge_trace_not_the_system_trace():
@@ -261,7 +275,9 @@ def test_report_over_the_limit_is_not_judged_nor_truncated_by_the_scripted_judge
     assert scores.score_of("SQL_ACCURACY") == 1.0  # values need no model call
     assert [e.split(":")[0] for e in scores.errors] == ["EXTERNAL_INTEGRATION", "LOGICAL_REASONING", "COMPLETENESS"]
     assert "over the judge's limit" in scores.errors[0]
-    assert scores.rs == 1.0
+    assert scores.rs is None  # not SQL_ACC alone
+    with pytest.raises(ScoringError, match="over the judge's limit"):
+        score_rubric(task, Answer(report=report), RubricJudge(judge_model(scripted), max_report_chars=len(report) - 1))
 
 
 def test_empty_report_scores_zero_without_calling_the_scripted_judge():

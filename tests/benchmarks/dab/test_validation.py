@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from data_agent_compare.compare.scorer import score
 from data_agent_compare.compare.task import Answer, Gold, QuestionType, Task
+from data_agent_compare.compare.trace import Trace
 from data_agent_compare.evaluators.dab import (
+    VALIDATOR_CPU_S,
     fallback_validate,
     ground_truth_items,
     pass_at_k_table,
@@ -95,6 +98,37 @@ def test_validator_that_loops_forever_times_out(tmp_path):
     result = run_validator(validate_py, "2020s", timeout_s=1)
     assert not result.passed and "timed out after 1s" in (result.error or "")
     assert time.perf_counter() - start < 5
+
+
+SLOW_VALIDATOR = """
+import time
+
+def validate(llm_output):
+    end = time.process_time() + {cpu_s}
+    while time.process_time() < end:  # a fuzzy match over a sliding window, in short
+        pass
+    time.sleep({sleep_s})  # waiting costs no CPU
+    return "2020s" in llm_output, "checked"
+"""
+
+
+def test_a_validator_has_a_cpu_budget_not_a_short_wall_limit(tmp_path):
+    validate_py = write_query(tmp_path, SLOW_VALIDATOR.format(cpu_s=0.2, sleep_s=1.5))
+    result = run_validator(validate_py, "2020s", cpu_s=1)  # 1.7 s of wall time, 0.2 s of CPU: within budget
+    assert result.passed and result.error is None
+    (tmp_path / "b").mkdir()
+    over = run_validator(write_query(tmp_path / "b", SLOW_VALIDATOR.format(cpu_s=5, sleep_s=0)), "2020s", cpu_s=1)
+    assert not over.passed and "(CPU budget 1s)" in (over.error or "")
+
+
+def test_a_validator_over_its_cpu_budget_is_a_scoring_error_not_a_wrong_answer(tmp_path):
+    validate_py = write_query(tmp_path, SLOW_VALIDATOR.format(cpu_s=5, sleep_s=0))
+    task = dab_task(validate_py, None).model_copy(update={"metadata": {"validator_cpu_s": 1}})  # DAB's option
+    sheet = score(task, Answer(text="the 2020s"), Trace(task_id=task.id, system="s", model="m"), ["dab"])
+    assert sheet.error is not None and sheet.error.startswith("dab: ScoringError: the official validator gave no")
+    assert "(CPU budget 1s)" in sheet.error
+    assert sheet.scores == {"correct": 0.0}  # kept in the mean as a failure, and counted as a scoring error
+    assert VALIDATOR_CPU_S >= 600  # the default: DAB's limit on one tool call
 
 
 def test_validator_cannot_open_a_network_socket(tmp_path):
