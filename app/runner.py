@@ -364,7 +364,8 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, pr
     try:
         writer = RunLogWriter(plan.run_dir)
         writer.write_manifest(manifest)
-        done = {record.key for record in existing}
+        plan.retried = {r.key: r for r in existing if plan.retry_errors and r.status == "infra_error"}
+        done = {record.key for record in existing} - plan.retried.keys()
         pending = [u for u in plan.units() if u.key not in done]
         stage = progress.preparing if progress is not None else (lambda _: None)
         # A replay loads no model; worker processes load their own and report it with their first unit.
@@ -439,6 +440,7 @@ def _run_pending(
                 unit, started = running.pop(future)
                 queue.done(unit)
                 record, trace, judge_trace, loaded = future.result()
+                keep_earlier_spend(record, plan.retried.get(unit.key))
                 writer.append(record, trace, judge_trace)
                 model_load_s.update(loaded or {})
                 progress.add(record, time.monotonic() - started, len(running))
@@ -453,6 +455,20 @@ def _run_pending(
         executor.abandon(writer)
         raise
     executor.shutdown()
+
+
+def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> None:
+    """A unit run again by `--retry-errors` keeps what its earlier attempts spent: in its usage (tokens and
+    cost: they were paid), and apart in `retried_usage`, with their attempt ids."""
+    if earlier is None:
+        return
+    spent = earlier.usage
+    for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd"):
+        setattr(record.usage, name, getattr(record.usage, name) + getattr(spent, name))
+    if record.usage.cost_source != spent.cost_source and spent.total_tokens:
+        record.usage.cost_source = "mixed"
+    record.retried_usage = spent.model_copy()
+    record.retried_attempts = [*earlier.retried_attempts, *([earlier.attempt] if earlier.attempt else [])]
 
 
 def create_executor(plan: RunPlan, pending: list[Unit], writer: RunLogWriter, endpoint: EndpointFactory) -> Executor:

@@ -19,7 +19,15 @@ from typing import NamedTuple, Protocol
 from ..compare.benchmark import Benchmark
 from ..compare.context import EndpointFactory, RunContext
 from ..compare.limits import RateLimitedProvider, RateLimiter
-from ..compare.model import MeteredModel, ModelConfig, ModelError, ModelProvider, get_provider
+from ..compare.model import (
+    REQUEST_FAULTS,
+    MeteredModel,
+    ModelConfig,
+    ModelError,
+    ModelProvider,
+    failure_status,
+    get_provider,
+)
 from ..compare.runlog import (
     ResultRecord,
     SpentCall,
@@ -28,8 +36,8 @@ from ..compare.runlog import (
 )
 from ..compare.scorer import score
 from ..compare.system import System
-from ..compare.task import Answer, QuestionType, Task
-from ..compare.tool import FinalToolCall, ToolEnvironment
+from ..compare.task import Answer, AnswerStatus, QuestionType, Task
+from ..compare.tool import DataUnavailable, FinalToolCall, ToolEnvironment
 from ..compare.trace import BudgetExceeded, Budgets, ModelCallStep, Step, Trace, TraceRecorder
 from ..providers.cache import CachingProvider, KeyedProvider, ResponseCache, default_cache_dir
 from ..providers.replay import ReplayLog, ReplayProvider
@@ -76,6 +84,8 @@ class RunPlan:
     replay: ReplayLog | None = None  # `--replay`: a recorded run's responses instead of the models
     limit_share: float = 1.0  # this process's share of every rate limit (1/workers in a worker process)
     _limiter: RateLimiter | None = field(default=None, repr=False)
+    retry_errors: bool = False  # `--resume --retry-errors`: the units that ended `infra_error` run again
+    retried: dict[UnitKey, ResultRecord] = field(default_factory=dict, repr=False)  # their records, superseded
 
     @property
     def limiter(self) -> RateLimiter | None:
@@ -277,8 +287,11 @@ def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: Endpoin
         return Answer(status="data_unavailable", error=task.unavailable)
     try:
         env = ToolEnvironment(plan.benchmark.tools(task, plan.config.tools), recorder)
-    except Exception as unavailable:
-        return Answer(status="data_unavailable", error=f"{type(unavailable).__name__}: {unavailable}")
+    except DataUnavailable as missing:  # the benchmark says the data is not here: left out of every mean
+        return Answer(status="data_unavailable", error=str(missing))
+    except Exception as failure:  # ours, counted: only the benchmark's `task.unavailable` leaves a task out
+        why = f"building the task's tools failed: {type(failure).__name__}: {failure}"
+        return Answer(status="error", error=f"{why}\n{traceback.format_exc(limit=8)}")
     model = MeteredModel(unit.model, recorder.provider, recorder, system=unit.system, retries=plan.config.retries)
     agent_view = task.for_agent()
     ctx = RunContext(agent_view, env, model, endpoint=endpoint)
@@ -289,21 +302,26 @@ def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: Endpoin
         answer = final.answer
     except BudgetExceeded as limit:
         answer = Answer(status=limit.status, error=str(limit))
-    except ModelError as failure:  # the provider failed after its retries: not the system's fault
-        answer = Answer(status="infra_error", error=f"model error: {failure}")
+    except ModelError as failure:  # the provider refused the request (the system's), or failed after its retries
+        status = _after_failed_call(recorder.trace, failure.kind) or "infra_error"
+        answer = Answer(status=status, error=f"model error: {failure}")
     except Exception as failure:  # a system bug ends this task, not the run; the trace keeps the stack
-        status = "infra_error" if _last_model_call_failed(recorder.trace) else "error"
+        status = _after_failed_call(recorder.trace) or "error"
         answer = Answer(status=status, error=f"{type(failure).__name__}: {failure}\n{traceback.format_exc(limit=8)}")
     finally:
         env.close()
     return _with_budget_status(answer, recorder.stopped_by)
 
 
-def _last_model_call_failed(trace: Trace) -> bool:
-    """A system that fails right after a failed model call (a framework given the endpoint's 502)
-    failed because of the provider."""
+def _after_failed_call(trace: Trace, kind: str | None = None) -> AnswerStatus | None:
+    """How a unit ends that failed on a model call's failure (`kind`), or right after a failed model call
+    (a framework given the endpoint's 502): the system's own status when the provider refused what it sent
+    (`REQUEST_FAULTS`), else `infra_error`; None when neither applies."""
     calls = trace.model_calls
-    return bool(calls) and not calls[-1].success
+    last = calls[-1] if calls and not calls[-1].success else None
+    if kind not in REQUEST_FAULTS and last is not None and last.failed_attempts:
+        kind = last.failed_attempts[-1].kind  # what the provider said (a system may re-raise it as its own)
+    return failure_status(kind) if kind is not None or last is not None else None
 
 
 def _with_budget_status(answer: Answer, stopped_by: BudgetExceeded | None) -> Answer:
@@ -352,6 +370,7 @@ def _result_record(
         provider_errors=trace.provider_errors(),
         tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
         trace_file=unit.trace_file,
+        warnings=trace.warnings,
         judge_usage=judge_trace.usage() if judge_trace else None,
         judge_trace_file=unit.trace_file.removesuffix(".json") + ".judge.json" if judge_trace else None,
     )

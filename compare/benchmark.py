@@ -108,8 +108,8 @@ class Benchmark(ABC):
 
     @abstractmethod
     def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
-        """The task's tools over its data; raise for data this benchmark cannot serve (the task is
-        then `data_unavailable`)."""
+        """The task's tools over its data; raise `DataUnavailable` for data that is not here or that this
+        benchmark cannot serve (the task is then `data_unavailable`). Any other exception is an `error`."""
 
     def warnings(self, tasks: Sequence[Task]) -> list[str]:
         return []

@@ -9,6 +9,7 @@
     ctx.answer_from_text(text)           the Answer of a reply's text (that call becomes GENERATE)
     ctx.redo(agent)                      a result was rejected: the agent's next call is a RETRY
     ctx.message(sender, recipient, text) a message between agents of a multi-agent system
+    ctx.warn(code, detail)               the system skipped its main step (no operator ran, nothing retrieved)
     with ctx.openai_endpoint() as ep:    ep.base_url, ep.api_key, ep.model for an OpenAI client
 
 Phases follow one set of rules (`trace.PhaseRules`); a system labels nothing itself. Budgets
@@ -122,6 +123,12 @@ class RunContext:
 
     def message(self, sender: str, recipient: str, content: str, *, phase: Phase = Phase.DECISION) -> None:
         self.model.recorder.message(sender, recipient, content, phase)
+
+    def warn(self, code: str, detail: str = "") -> None:
+        """Say that this run skipped the system's main step and went on (its plan ran no operator, it retrieved
+        nothing, its planner fell back): the record carries it and the summary counts it per system and model.
+        Codes with a phrase: `trace.WARNING_PHRASES` (no_operator, no_retrieval, no_answer, planner_fallback)."""
+        self.model.recorder.warn(code, detail)
 
     def check_budget(self) -> None:
         """Raise BudgetExceeded if no further model call would be admitted."""

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
-from .task import ToolCall
+from .task import AnswerStatus, ToolCall
 from .trace import FailedAttempt, ModelCallStep, Phase, TraceRecorder, Usage, utc_now
 
 
@@ -110,6 +110,22 @@ class ModelError(Exception):
         self.retryable = retryable
         self.kind = kind or ("server_error" if retryable else "error")
         self.retry_after_s = retry_after_s
+
+
+# Failures caused by what the system sent (`ModelError.kind`): the provider refused the request (HTTP
+# 400/413/422) or the embedded model could not take it. Each ends the unit with a status of the system's own,
+# a failure in every quality mean; any other failure after the retries is the provider's (`infra_error`).
+REQUEST_FAULTS: dict[str, AnswerStatus] = {
+    "context_overflow": "context_overflow",
+    "output_limit": "output_limit",
+    "invalid_request": "invalid_request",
+    "content_filter": "content_filter",
+}
+
+
+def failure_status(kind: str | None) -> AnswerStatus:
+    """How a unit ends when it stopped on a failed model call of this kind."""
+    return REQUEST_FAULTS.get(kind or "", "infra_error")
 
 
 class RetrySettings(BaseModel):

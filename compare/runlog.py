@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .model import ModelConfig
 from .task import AnswerStatus
-from .trace import Budgets, PhaseTotals, Trace, Usage, utc_now
+from .trace import Budgets, PhaseTotals, RunWarning, Trace, Usage, utc_now
 
 RUN_LOG_SCHEMA_VERSION = 2  # 1: the untyped log (no schema_version); 2: typed, versioned
 MANIFEST_FILE = "manifest.json"
@@ -132,6 +132,13 @@ class ResultRecord(BaseModel):
     judge_usage: Usage | None = None
     judge_trace_file: str | None = None
     attempt: str | None = None  # this run of the unit; its model calls in calls.jsonl carry it
+    # The system skipped its main step and went on (no operator ran, nothing retrieved, its planner fell back);
+    # added within schema 2: older records read as [].
+    warnings: list[RunWarning] = Field(default_factory=list)
+    # `--retry-errors` ran this unit again after attempts that ended `infra_error`: their spend, included in
+    # `usage` (it was paid), and their attempt ids (their lines in results.jsonl are superseded by this one).
+    retried_usage: Usage | None = None
+    retried_attempts: list[str] = Field(default_factory=list)
     # The task as its question (added within schema 2: records written before read as None/[]).
     question: str | None = None
     data_sources: list[str] = Field(default_factory=list)  # "name (kind)" of each data source
@@ -252,7 +259,14 @@ def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
             records.append(ResultRecord.model_validate(_checked_version(data, where)))
         except ValidationError as error:
             raise _invalid(where, error) from None
-    return records, warnings
+    return latest_records(records), warnings
+
+
+def latest_records(records: list[ResultRecord]) -> list[ResultRecord]:
+    """One record per unit: the last one written (`--retry-errors` appends a unit's new record after the
+    `infra_error` one it replaces; the new record carries the old one's spend)."""
+    latest = {record.key: record for record in records}
+    return list(latest.values()) if len(latest) < len(records) else records
 
 
 def read_run(run_dir: str | Path) -> RunLog:
@@ -301,6 +315,7 @@ def read_spend_journal(run_dir: Path, records: list[ResultRecord]) -> SpendJourn
     if not path.exists():
         return journal
     finished = {record.attempt for record in records if record.attempt}
+    finished |= {attempt for record in records for attempt in record.retried_attempts}  # superseded, counted there
     spent: dict[str, InterruptedSpend] = {}
     warnings = journal.warnings
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

@@ -191,7 +191,13 @@ AnswerStatus = Literal[
     "time_limit",
     "no_answer",  # stopped without answering
     "no_tool_call",  # a function-calling task with no call
-    "error",  # the system failed (an exception of its own): a failure of the system
+    "error",  # the system failed (an exception of its own, or building its tools): a failure of the system
+    # The provider refused what the system sent (HTTP 400/413/422, the embedded model's window): the system's
+    # failure, counted in every quality mean (`model.REQUEST_FAULTS`).
+    "context_overflow",  # the prompt is longer than the model's context window
+    "output_limit",  # the reply was cut at the output-token limit before it was usable
+    "invalid_request",  # any other request the provider refused as invalid
+    "content_filter",  # the provider's content filter refused the request
     "infra_error",  # the infrastructure failed (the model provider, after its retries): not the system's fault
     "data_unavailable",  # the task's data cannot be reached here: not run, left out of every mean
     "replay_miss",  # `compare --replay` met a request the recorded run never made: no verdict on the system

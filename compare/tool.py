@@ -38,6 +38,12 @@ class ToolError(Exception):
     """An expected, explainable failure of a tool call; its message goes back to the agent."""
 
 
+class DataUnavailable(ToolError):
+    """The task's data is not here (a database file, a corpus, a dump missing; a kind of source this benchmark
+    cannot serve). Raised while building a task's tools, it makes the task `data_unavailable` (left out of
+    every mean); any other exception there is the suite's `error`, counted."""
+
+
 class FinalToolCall(Exception):
     """Raised by a tool whose call ends the task run: the call is the system's final answer.
 

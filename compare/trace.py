@@ -144,6 +144,28 @@ class MessageStep(BaseModel):
 Step = Annotated[ModelCallStep | ToolCallStep | MessageStep, Field(discriminator="kind")]
 
 
+# What a warning's code says in the summary ("12 of 37 answered without running an operator"); a system may
+# use a code of its own, shown as it is.
+WARNING_PHRASES = {
+    "no_operator": "answered without running an operator",
+    "no_retrieval": "answered without retrieving anything",
+    "no_answer": "stopped without an answer",
+    "planner_fallback": "fell back from an unusable plan",
+}
+
+
+class RunWarning(BaseModel):
+    """A system did not do what it is compared for (its plan ran no operator, it retrieved nothing, its
+    planner fell back) yet went on: the record stays as it ended, and says so (`RunContext.warn`)."""
+
+    code: str  # a key of WARNING_PHRASES, or the system's own
+    detail: str = ""
+
+    @property
+    def phrase(self) -> str:
+        return WARNING_PHRASES.get(self.code, self.code)
+
+
 class PhaseTotals(BaseModel):
     latency_s: float = 0.0
     model_calls: int = 0
@@ -168,6 +190,7 @@ class Trace(BaseModel):
     status: AnswerStatus = "completed"
     error: str | None = None
     steps: list[Step] = Field(default_factory=list)
+    warnings: list[RunWarning] = Field(default_factory=list)  # the system skipped its main step (`RunWarning`)
 
     @property
     def model_calls(self) -> list[ModelCallStep]:
@@ -401,6 +424,12 @@ class TraceRecorder:
         with self._lock:
             step.index = len(self.trace.steps)
             self.trace.steps.append(step)
+
+    def warn(self, code: str, detail: str = "") -> None:
+        """Record that the system skipped its main step (`RunWarning`); a code is recorded once per run."""
+        with self._lock:
+            if all(w.code != code for w in self.trace.warnings):
+                self.trace.warnings.append(RunWarning(code=code, detail=detail))
 
     def message(self, sender: str, recipient: str, content: str, phase: Phase = Phase.DECISION) -> None:
         """Record a message passed between agents."""

@@ -6,6 +6,7 @@
 - `mcnemar`: McNemar's test on paired correct/incorrect outcomes (exact or chi-square).
 - `sign_test`: the same test on per-task mean differences, for tasks run several times (epochs):
   repeating a task must not count as more evidence than one task.
+- `holm`: Holm–Bonferroni adjusted p-values of a family of tests (several pairwise comparisons).
 - `pass_at_k`: the unbiased pass@k estimator of Chen et al. (2021).
 - `stratified_mean`: mean per group, then the unweighted mean of the group means;
   `stratified_bootstrap_ci` its interval, each group resampled within itself.
@@ -187,6 +188,20 @@ def _discordant_test(b01: int, b10: int) -> McNemarResult:
         return McNemarResult(b01, b10, float(min(b01, b10)), _binomial_two_sided(b01, discordant), "exact")
     chi2 = (abs(b01 - b10) - 1) ** 2 / discordant
     return McNemarResult(b01, b10, chi2, math.erfc(math.sqrt(chi2 / 2)), "chi2")
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the order given: the i-th smallest of m raw p-values is
+    multiplied by m − i + 1 (i from 1), made non-decreasing in that order and capped at 1. Rejecting where
+    the adjusted p < α keeps the family-wise error rate at α over all m tests. A NaN stays NaN and is not
+    counted among the m tests."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import email.utils
+import re
 import ssl
 import time
 import typing
@@ -129,19 +130,37 @@ def deadline_client(**options: typing.Any) -> httpx.Client:
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
 
-def status_kind(status: int) -> str:
+REQUEST_STATUS = frozenset({400, 413, 422})  # the provider refused what was sent: the system's failure
+_CONTEXT_OVERFLOW = re.compile(
+    r"context.?length|context.?window|maximum context|too many (?:input )?tokens|prompt is too long|"
+    r"input is too long|reduce the length|exceeds? the (?:model'?s? )?(?:maximum|max)",
+    re.I,
+)
+_CONTENT_FILTER = re.compile(r"content.?filter|content.?policy|content_policy_violation|moderation|flagged", re.I)
+
+
+def status_kind(status: int, text: str = "") -> str:
+    """The failure's kind (`FailedAttempt.kind`); a refused request (400/413/422) says what was refused, from
+    the error's text and code, so that the unit ends with the system's own status (`model.REQUEST_FAULTS`)."""
     if status == 429:
         return "rate_limit"
-    return "server_error" if status >= 500 else "client_error"
+    if status >= 500:
+        return "server_error"
+    if status not in REQUEST_STATUS:
+        return "client_error"  # 401, 402, 403, 404: the key, the account or the model alias: the run's setup
+    if status == 413 or _CONTEXT_OVERFLOW.search(text):
+        return "context_overflow"
+    return "content_filter" if _CONTENT_FILTER.search(text) else "invalid_request"
 
 
-def status_error(status: int, text: str, retry_after_s: float | None = None) -> ModelError:
-    """A ModelError for an HTTP error status: retryable when the status is transient."""
+def status_error(status: int, text: str, retry_after_s: float | None = None, code: object = None) -> ModelError:
+    """A ModelError for an HTTP error status: retryable when the status is transient. `code` is the error's
+    own code when the body has one (OpenAI's `context_length_exceeded`): it helps tell what was refused."""
     return ModelError(
         text,
         status_code=status,
         retryable=status in RETRYABLE_STATUS,
-        kind=status_kind(status),
+        kind=status_kind(status, f"{text} {code or ''}"),
         retry_after_s=retry_after_s,
     )
 

@@ -356,7 +356,10 @@ def to_message(
     try:
         data = json.loads(text, strict=False)  # the grammar lets raw control characters into strings
     except json.JSONDecodeError:
-        raise ModelError(f"local model output is not complete JSON (finish_reason={finish}): {text[:200]!r}") from None
+        kind = "output_limit" if finish == "length" else "malformed"  # cut at max_output_tokens: the request's
+        raise ModelError(
+            f"local model output is not complete JSON (finish_reason={finish}): {text[:200]!r}", kind=kind
+        ) from None
     if request.response_schema is not None or "tool" not in data:
         content = json.dumps(data) if request.response_schema is not None else data["final_answer"]
         return Message(role="assistant", content=content), "stop"
@@ -438,5 +441,6 @@ def fit_prompt(blocks: list[Block], count_tokens: Callable[[str], int], limit: i
             continue
         victim = next((i for i, b in enumerate(blocks) if not b.protected), None)
         if victim is None:
-            raise ModelError(f"prompt of {size} tokens does not fit the local model's window ({limit} tokens)")
+            message = f"prompt of {size} tokens does not fit the local model's window ({limit} tokens)"
+            raise ModelError(message, kind="context_overflow")
         del blocks[victim]

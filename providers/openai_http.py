@@ -68,7 +68,7 @@ def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | 
     if status == 200:
         raise malformed("empty body" if not content else redact(f"not JSON: {content[:200]!r}", key))
     text = f"HTTP {status}: {redact(error_message(error, content), key)}"
-    raise status_error(status, text, retry_after_s(headers))
+    raise status_error(status, text, retry_after_s(headers), error.get("code") if isinstance(error, dict) else None)
 
 
 def error_message(error: Any, content: bytes) -> str:

@@ -219,6 +219,7 @@ def _status_failure(error: sdk_errors.OpenRouterError, key: str) -> ModelError:
         data = json.loads(content) if content else None
     except ValueError:
         data = None
-    detail = error_message(data.get("error") if isinstance(data, dict) else None, content)
-    text = f"HTTP {error.status_code}: {redact(detail, key)}"
-    return status_error(error.status_code, text, retry_after_s(error.headers))
+    body = data.get("error") if isinstance(data, dict) else None
+    text = f"HTTP {error.status_code}: {redact(error_message(body, content), key)}"
+    code = body.get("code") if isinstance(body, dict) else None
+    return status_error(error.status_code, text, retry_after_s(error.headers), code)

@@ -68,7 +68,8 @@ class ReplayProvider(KeyedProvider):
                 self.missed = self.missed or miss
             raise ReplayMiss(miss)
         if not step.success:
-            raise ModelError(step.error or "a recorded failure", attempts=step.attempts)
+            kind = step.failed_attempts[-1].kind if step.failed_attempts else None  # the unit ends as it did
+            raise ModelError(step.error or "a recorded failure", attempts=step.attempts, kind=kind)
         pending.cached = cached_mark("replay", pending.request_key, step)
         return response_of(step)
 

@@ -1,7 +1,8 @@
 """How systems fail, read from the record and its trace (the analysis the DAB paper does by hand):
 
 - one failure mode per record, the first that applies: unavailable, provider error (infra_error), no
-  verdict (a status the quality means leave out), runtime error (the system raised), budget stop, correct,
+  verdict (a status the quality means leave out), runtime error (the system raised), request refused (the
+  provider refused what the system sent: context overflow, output limit, invalid request), budget stop, correct,
   no tool call (the system answered, or gave up, without calling any tool), malformed answer (nothing
   usable: no choice letters, an empty or refused answer, a malformed call), unscored (no correctness
   metric, e.g. a report without --judge), wrong answer;
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
+from ..compare.model import REQUEST_FAULTS
 from ..compare.runlog import ResultRecord
 from ..compare.trace import Phase, Trace
 from .cells import Cell, ReportTable, count, label, link_of, plain
@@ -30,6 +32,7 @@ MODES = (
     "malformed answer",
     "no tool call",
     "budget stop",
+    "request refused",
     "runtime error",
     "provider error",
     "unscored",
@@ -57,6 +60,8 @@ def failure_mode(record: ResultRecord) -> str:
         return "no verdict"  # a status the quality means leave out (e.g. a replay miss): no verdict on the system
     if status == "error":
         return "runtime error"
+    if status in REQUEST_FAULTS.values():
+        return "request refused"
     if status in BUDGET_STATUSES:
         return "budget stop"
     verdict = correctness(record)

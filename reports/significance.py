@@ -1,6 +1,8 @@
 """Significance beside the numbers: for each pair among the top systems, the evaluators' paired tests
-(`summary.pairwise`: a paired bootstrap of per-task differences and McNemar's / the sign test), and how many
-tasks a difference of that size would need to be found significant.
+(`summary.pairwise`: a paired bootstrap of per-task differences and McNemar's / the sign test), their p-values
+Holm–Bonferroni adjusted over the pairs shown (raw beside adjusted; "significant" reads the adjusted ones), the
+tasks each side lost to infrastructure errors, and how many tasks a difference of that size would need to be
+found significant.
 
 Tasks needed: the normal approximation for a paired mean difference d with per-task standard deviation s,
 n = ((z_{1−α/2} + z_{power}) · s / |d|)², at α = 0.05 and 80% power — the usual planning figure.
@@ -14,7 +16,7 @@ from statistics import NormalDist, stdev
 from ..compare.runlog import ResultRecord
 from .cells import Cell, ReportTable, label, plain
 from .runs import ReportData
-from .summary import correctness, judged, pairwise, per_task
+from .summary import PairRow, correctness, judged, pairwise, per_task
 
 TOP_SYSTEMS = 5  # pairs grow quadratically; the leaders are what a reader compares
 ALPHA = 0.05
@@ -57,12 +59,14 @@ def significance_table(data: ReportData) -> ReportTable | None:
         return None
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     chosen = [r for r in data.records if f"{r.system}/{r.model}" in set(top)]
-    columns = ["first", "second", "tasks", "accuracy difference [95% CI]", "bootstrap p", "McNemar p"]
-    columns += ["significant (p<0.05)", "tasks needed (80% power)"]
-    table = ReportTable(key="significance", title=f"Paired comparisons among the top {len(top)}", columns=columns)
-    for pair in pairwise(chosen, **flags):
+    columns = ["first", "second", "tasks", "lost to infra errors", "accuracy difference [95% CI]"]
+    columns += ["bootstrap p", "bootstrap p (Holm)", "McNemar p", "McNemar p (Holm)"]
+    columns += ["significant (Holm p<0.05)", "tasks needed (80% power)"]
+    pairs = pairwise(chosen, **flags)
+    title = f"Paired comparisons among the top {len(top)} ({len(pairs)} comparisons)"
+    table = ReportTable(key="significance", title=title, columns=columns)
+    for pair in pairs:
         needed = tasks_needed(_differences(chosen, pair.first, pair.second, flags))
-        significant = pair.bootstrap_p < ALPHA and pair.mcnemar_p < ALPHA
         low, high = pair.difference_ci
         interval = "" if low != low else f" [{low:+.3f}, {high:+.3f}]"
         table.rows.append(
@@ -70,42 +74,56 @@ def significance_table(data: ReportData) -> ReportTable | None:
                 label(pair.first, _link(pair.first)),
                 label(pair.second, _link(pair.second)),
                 Cell(text=str(pair.tasks), value=pair.tasks, n=pair.tasks),
+                label(f"{pair.first_infra_lost} / {pair.second_infra_lost}"),
                 Cell(text=f"{pair.accuracy_difference:+.3f}{interval}", value=pair.accuracy_difference),
                 plain(pair.bootstrap_p, 3),
+                plain(pair.bootstrap_p_holm, 3),
                 plain(pair.mcnemar_p, 3),
-                label("yes" if significant else "no"),
+                plain(pair.mcnemar_p_holm, 3),
+                label("yes" if _significant(pair) else "no"),
                 label("–" if needed is None else f"{needed:,}"),
             ]
         )
     table.note = (
-        "Significant: both the paired bootstrap and McNemar's (sign) test give p < 0.05 on the tasks both rows "
-        "answered. Tasks needed: paired tasks for a difference of this size to reach p < 0.05 with 80% power."
+        f"Significant: both the paired bootstrap and McNemar's (sign) test give p < 0.05 on the tasks both rows "
+        f"answered, after the Holm–Bonferroni adjustment over the {len(pairs)} comparisons of this table (each "
+        "test adjusted as its own family). Lost to infra errors: tasks each side has no verdict for because the "
+        "provider failed (first / second), left out of the pair's tasks. Tasks needed: paired tasks for a "
+        "difference of this size to reach p < 0.05 with 80% power."
     )
     return table
+
+
+def _significant(pair: PairRow) -> bool:
+    return pair.bootstrap_p_holm < ALPHA and pair.mcnemar_p_holm < ALPHA
 
 
 def leader_line(data: ReportData) -> str | None:
     """The most accurate row against the runner-up, in words: the difference, whether it is significant,
     and how many tasks it would need."""
-    top = top_rows(data, limit=2)
+    shown = top_rows(data)  # the family of the significance table: its Holm adjustment applies here too
+    top = shown[:2]
     if len(top) < 2:
         return None
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
-    chosen = [r for r in data.records if f"{r.system}/{r.model}" in set(top)]
-    pairs = pairwise(chosen, **flags)
-    if not pairs:
+    chosen = [r for r in data.records if f"{r.system}/{r.model}" in set(shown)]
+    family = pairwise(chosen, **flags)
+    pair = next((p for p in family if {p.first, p.second} == set(top)), None)
+    if pair is None:
         return None
-    pair = pairs[0]
     sign = 1 if pair.first == top[0] else -1  # pairwise orders by name; say it leader − runner-up
     difference, (low, high) = sign * pair.accuracy_difference, sorted(sign * v for v in pair.difference_ci)
-    significant = pair.bootstrap_p < ALPHA and pair.mcnemar_p < ALPHA
-    verdict = "significant" if significant else "not significant"
+    verdict = "significant" if _significant(pair) else "not significant"
+    lost = (pair.first_infra_lost, pair.second_infra_lost)[:: sign]
     line = (
         f"{top[0]} vs runner-up {top[1]}: {difference:+.3f} [{low:+.3f}, {high:+.3f}] on {pair.tasks} common tasks, "
-        f"{verdict} (bootstrap p {pair.bootstrap_p:.3f}, McNemar p {pair.mcnemar_p:.3f})"
+        f"{verdict} (bootstrap p {pair.bootstrap_p:.3f}, Holm {pair.bootstrap_p_holm:.3f}; McNemar p "
+        f"{pair.mcnemar_p:.3f}, Holm {pair.mcnemar_p_holm:.3f}; Holm over {len(family)} comparisons)"
     )
+    if any(lost):
+        line += f"; tasks lost to infra errors: {top[0]} {lost[0]}, {top[1]} {lost[1]}"
     needed = tasks_needed(_differences(chosen, top[0], top[1], flags))
-    if not significant and needed is not None:
+    if not _significant(pair) and needed is not None:
         line += f"; a gap this size needs about {needed:,} tasks"
     return line
 

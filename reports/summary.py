@@ -4,6 +4,9 @@ Built from the typed run log only (`compare.runlog`). Who counts in which mean:
 
 - `data_unavailable` records (the task's data cannot be reached here) are left out of every mean —
   quality, cost and latency — and shown as a count.
+- A request the provider refused because of what the system sent (`context_overflow`, `output_limit`,
+  `invalid_request`, `content_filter`) is the system's failure: it stays in every mean (scored as its answer,
+  i.e. wrong) and is counted as `refused`.
 - `infra_error` records (the model provider failed after its retries) are left out of the quality
   means by default and shown as a count; `infra_errors_as_failures=True` (`--infra-errors-as-failures`)
   counts them as failures instead. Their cost and latency count: they were spent.
@@ -20,15 +23,17 @@ McNemar's test when each task ran once).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from statistics import mean
 
 from pydantic import BaseModel
 from rich.table import Table
 
+from ..compare.model import REQUEST_FAULTS
 from ..compare.runlog import Manifest, ResultRecord
-from ..evaluators.statistics import bootstrap_ci, paired_bootstrap, sign_test
+from ..compare.trace import RunWarning
+from ..evaluators.statistics import bootstrap_ci, holm, paired_bootstrap, sign_test
 
 PHASES = ("decision", "execute", "retry", "generate", "queue", "backoff", "other")
 BUDGET_STATUSES = ("max_steps", "max_tokens", "time_limit")
@@ -40,6 +45,7 @@ class SummaryRow(BaseModel):
     tasks: int  # records (task × epoch)
     completed: int
     errors: int  # the system failed
+    refused: int = 0  # the provider refused what the system sent (context overflow, ...): failures, in the means
     infra_errors: int  # the provider failed
     replay_misses: int = 0  # `--replay` met a request the recorded run never made: no verdict
     unavailable: int
@@ -64,6 +70,7 @@ class SummaryRow(BaseModel):
     retries: int = 0  # model-call attempts beyond the first (the retry policy at work), over all records
     provider_errors: int = 0  # failed attempts: every error a provider gave, retried or not
     backoff_s: float = 0.0  # total seconds slept between attempts (in no model latency)
+    warnings: dict[str, int] = {}  # warning code -> records that carry it (the system skipped its main step)
 
 
 class IndexBuild(BaseModel):
@@ -129,6 +136,12 @@ class PairRow(BaseModel):
     difference_ci: tuple[float, float]
     bootstrap_p: float
     mcnemar_p: float  # the sign test on per-task means (McNemar's test when each task ran once)
+    # Holm–Bonferroni adjusted over the pairs compared together (`pairwise`'s family): what "significant" reads
+    bootstrap_p_holm: float = float("nan")
+    mcnemar_p_holm: float = float("nan")
+    # Tasks each side has no verdict for because they ended `infra_error` (not in `tasks` above)
+    first_infra_lost: int = 0
+    second_infra_lost: int = 0
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -196,6 +209,7 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         tasks=len(rows),
         completed=statuses.count("completed"),
         errors=statuses.count("error"),
+        refused=sum(s in REQUEST_FAULTS.values() for s in statuses),
         infra_errors=statuses.count("infra_error"),
         replay_misses=statuses.count("replay_miss"),
         unavailable=statuses.count("data_unavailable"),
@@ -220,15 +234,21 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         retries=sum(r.retries for r in rows),
         provider_errors=sum(r.provider_errors for r in rows),
         backoff_s=sum(r.backoff_s for r in rows),
+        warnings=dict(sorted(Counter(w.code for r in rows for w in r.warnings).items())),
     )
 
 
 def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = False) -> list[PairRow]:
-    """Every pair of system/model rows, compared on the tasks both have a verdict for (per-task means)."""
+    """Every pair of system/model rows, compared on the tasks both have a verdict for (per-task means), with
+    p-values Holm-adjusted over all the pairs returned, and the tasks each side lost to infrastructure errors."""
     rows: dict[str, list[ResultRecord]] = defaultdict(list)
     for r in judged(records, infra_errors_as_failures):
         rows[f"{r.system}/{r.model}"].append(r)
     verdicts = {name: per_task(group, correctness) for name, group in rows.items()}
+    infra: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if r.status == "infra_error":
+            infra[f"{r.system}/{r.model}"].add(r.task_id)
     pairs = []
     names = sorted(name for name, by_task in verdicts.items() if by_task)
     for i, first in enumerate(names):
@@ -248,9 +268,44 @@ def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = Fa
                     difference_ci=(paired.low, paired.high),
                     bootstrap_p=paired.p_value,
                     mcnemar_p=sign_test([x - y for x, y in zip(a, b, strict=True)]).p_value,
+                    first_infra_lost=len(infra[first] - verdicts[first].keys()),
+                    second_infra_lost=len(infra[second] - verdicts[second].keys()),
                 )
             )
+    return with_holm(pairs)
+
+
+def with_holm(pairs: list[PairRow]) -> list[PairRow]:
+    """The pairs with both p-values Holm–Bonferroni adjusted over these pairs (one family per test)."""
+    for field in ("bootstrap_p", "mcnemar_p"):
+        for pair, adjusted in zip(pairs, holm([getattr(p, field) for p in pairs]), strict=True):
+            setattr(pair, f"{field}_holm", adjusted)
     return pairs
+
+
+def pair_lines(pairs: list[PairRow]) -> list[str]:
+    """summary.md's paired comparisons: raw and Holm-adjusted p side by side, the number of comparisons said."""
+    lines = [
+        f"## Paired comparisons ({len(pairs)} comparisons, on the tasks both answered)",
+        "",
+        "| first | second | tasks | lost to infra errors | accuracy difference | 95% CI | bootstrap p (Holm) "
+        "| McNemar / sign test p (Holm) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        ci = f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
+        lines.append(
+            f"| {p.first} | {p.second} | {p.tasks} | {p.first_infra_lost} / {p.second_infra_lost} | "
+            f"{p.accuracy_difference:+.3f} | {ci} | {p.bootstrap_p:.3f} ({p.bootstrap_p_holm:.3f}) | "
+            f"{p.mcnemar_p:.3f} ({p.mcnemar_p_holm:.3f}) |"
+        )
+    lines += [
+        "",
+        f"Holm–Bonferroni: each p-value in brackets is adjusted over the {len(pairs)} comparisons of this table "
+        "(one family per test); a difference is significant at 5% when its adjusted p < 0.05. 'Lost to infra "
+        "errors': tasks each side has no verdict for (the provider failed), left out of this pair's tasks.",
+    ]
+    return lines
 
 
 def _num(value: float) -> str:
@@ -273,6 +328,7 @@ COLUMNS = [
     ("tasks", lambda r: str(r.tasks)),
     ("completed", lambda r: str(r.completed)),
     ("errors", lambda r: str(r.errors)),
+    ("refused requests", lambda r: str(r.refused)),
     ("infra errors", lambda r: str(r.infra_errors)),
     ("unavailable", lambda r: str(r.unavailable)),
     ("budget stops", lambda r: str(r.stopped_by_budget)),
@@ -354,6 +410,16 @@ def confidence_lines(records: list[ResultRecord], *, infra_errors_as_failures: b
     return lines
 
 
+def warning_lines(rows: list[SummaryRow]) -> list[str]:
+    """Records whose system skipped its main step, per system and model: "lotus/gpt-5: 12 of 37 answered
+    without running an operator" (`RunWarning`); nothing when no record carries a warning."""
+    lines = []
+    for row in rows:
+        for code, count in row.warnings.items():
+            lines.append(f"- {row.system}/{row.model}: {count} of {row.tasks} {RunWarning(code=code).phrase}")
+    return lines
+
+
 def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) -> list[str]:
     """What the means leave out, said next to them."""
     unavailable = sum(r.unavailable for r in rows)
@@ -403,6 +469,9 @@ def markdown(
     notes = denominator_lines(rows, infra_errors_as_failures)
     if notes:
         lines += ["", *notes]
+    skipped = warning_lines(rows)
+    if skipped:
+        lines += ["", "## Main step skipped (records kept as they ended; see each record's warnings)", "", *skipped]
     lines += ["", "## Mean latency by phase (seconds per task)", "", "| system | model | " + " | ".join(PHASES) + " |"]
     lines.append("|" + "|".join("---" for _ in range(len(PHASES) + 2)) + "|")
     for row in rows:
@@ -417,17 +486,7 @@ def markdown(
     if benchmark_lines:
         lines += ["", *benchmark_lines]
     if pairs:
-        lines += ["", "## Paired comparisons (tasks both answered)", ""]
-        lines += [
-            "| first | second | tasks | accuracy difference | 95% CI | bootstrap p | McNemar / sign test p |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for p in pairs:
-            ci = f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
-            lines.append(
-                f"| {p.first} | {p.second} | {p.tasks} | {p.accuracy_difference:+.3f} | {ci} | "
-                f"{p.bootstrap_p:.3f} | {p.mcnemar_p:.3f} |"
-            )
+        lines += ["", *pair_lines(pairs)]
     lines += [
         "",
         "accuracy = the benchmark's correctness metric (exact match; `correct` for DABstep/DAB), averaged per task",

@@ -65,7 +65,8 @@ def _calls(r: ResultRecord) -> float:
 def overview(data: ReportData) -> ReportTable:
     """One row per system × model: the counts beside the headline means."""
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
-    columns = ["system", "model", "tasks", "completed", "errors", "infra errors", "budget stops", "unavailable"]
+    columns = ["system", "model", "tasks", "completed", "errors", "refused requests", "infra errors", "budget stops"]
+    columns += ["unavailable"]
     columns += ["scoring errors", "accuracy [95% CI]", "cost $/task [95% CI]", "latency s [95% CI]", "model calls"]
     table = ReportTable(key="overview", title="Overview: every system × model", columns=columns)
     by_pair = groups(data.records, _system, _model)
@@ -78,6 +79,7 @@ def overview(data: ReportData) -> ReportTable:
                 count(row.tasks, link),
                 count(row.completed, {**link, "status": "completed"}),
                 count(row.errors, {**link, "status": "error"}),
+                count(row.refused, {**link, "failure": "request refused"}),
                 count(row.infra_errors, {**link, "status": "infra_error"}),
                 count(row.stopped_by_budget, {**link, "failure": "budget stop"}),
                 count(row.unavailable, {**link, "status": "data_unavailable"}),

@@ -230,6 +230,7 @@ class AgentSession:
             return self.answered
         if text and text.strip():
             return self.ctx.answer_from_text(text, agent=agent or self.speaker)
+        self.ctx.warn("no_answer", "the framework stopped without an answer")
         return Answer(status="no_answer", error="the framework stopped without an answer")
 
     def answer_from_structured(self, arguments: dict[str, Any], *, agent: str | None = None) -> Answer:

@@ -131,7 +131,12 @@ class RagSystem(System):
         plan = self._plan(ctx, results, retrieve, sql)
         if retrieve:
             limit = MAX_ENTITIES if self.plan_field == "entities" else MAX_QUERIES
-            results += self.retrieve(task, ctx, [str(item) for item in plan.get(self.plan_field, [])][:limit])
+            items = [str(item) for item in plan.get(self.plan_field, [])][:limit]
+            steps = len(ctx.model.recorder.trace.tool_calls)
+            results += self.retrieve(task, ctx, items)
+            if not any(step.success for step in ctx.model.recorder.trace.tool_calls[steps:]):
+                why = f"no {self.plan_field} in the plan" if items == [] else "every retrieval step failed"
+                ctx.warn("no_retrieval", why if plan else "the plan could not be read")
         for statement in plan.get("sql", [])[:MAX_SQL] if sql else []:
             ctx.check_budget()  # with the budget spent no call could read the result
             results.append(self._tool(ctx, sql.name, statement if isinstance(statement, dict) else {}))

@@ -434,9 +434,12 @@ class SemanticOperatorSystem(System):
         operators = [op for op in plan.get("operators") or [] if isinstance(op, dict)][:MAX_OPERATORS]
         if not operators:
             notes.append("the plan has no operators")
+            ctx.warn("no_operator", "the plan has no operators" if plan else "the plan could not be read")
             return tables, notes
-        notes += self._operate(ctx, tables, operators)
-        return tables, notes
+        failed = self._operate(ctx, tables, operators)
+        if len(failed) == len(operators):
+            ctx.warn("no_operator", f"every operator of the plan failed ({len(failed)})")
+        return tables, notes + failed
 
     def plan(self, ctx: RunContext, request: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
         """The planning call: queries and operators (`plan_schema`) as structured output."""

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..compare.task import DataSourceKind, Task
-from ..compare.tool import Tool, ToolError, ToolSettings
+from ..compare.tool import DataUnavailable, Tool, ToolError, ToolSettings
 from .answer import AnswerTool
 from .files import ListFilesTool, ReadFileTool
 from .frozen_search import frozen_search_tools
@@ -107,7 +107,7 @@ def prepare_tools(tasks: list[Task], settings: ToolSettings) -> dict[str, float]
 def check_kinds(task: Task, supported: Iterable[DataSourceKind]) -> None:
     unsupported = [f"{s.name!r} ({s.kind})" for s in task.data if s.kind not in set(supported)]
     if unsupported:
-        raise ToolError(f"unsupported data source(s) for task {task.id}: {', '.join(unsupported)}")
+        raise DataUnavailable(f"unsupported data source(s) for task {task.id}: {', '.join(unsupported)}")
 
 
 def offered(task: Task, tools: list[Tool]) -> list[Tool]:

@@ -29,7 +29,7 @@ from typing import Any
 from bson.decimal128 import Decimal128
 
 from ..compare.task import DataSource, DataSourceKind, Task, ToolCall, answer_from_tool
-from ..compare.tool import FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
+from ..compare.tool import DataUnavailable, FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
 from .files import source_path
 from .mongo import ENGINE, MongoDatabase, MongoQueryError
 from .python_sandbox import PythonTool
@@ -285,7 +285,7 @@ def _load_mongo(task: Task, source: DataSource) -> MongoDatabase:
     try:
         return MongoDatabase(source.name, folder, dump_db_name(task, source.name))
     except (OSError, ValueError) as error:  # bson.InvalidBSON is a ValueError too
-        raise ToolError(f"database {source.name!r}: cannot load the mongodump at {folder}: {error}") from error
+        raise DataUnavailable(f"database {source.name!r}: cannot load the mongodump at {folder}: {error}") from error
 
 
 def dump_db_name(task: Task, name: str) -> str | None:

@@ -27,7 +27,7 @@ import faiss
 import numpy as np
 
 from ..compare.task import DataSource
-from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from ..compare.tool import DataUnavailable, Tool, ToolResult, ToolSettings
 from .files import source_path
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def corpus_files(sources: list[DataSource], base_dir: Path | None) -> list[tuple
         elif root.is_dir():
             paths = sorted(p for p in root.rglob("*") if p.suffix.lower() in SUFFIXES and p.is_file())
         else:
-            raise ToolError(f"document corpus {source.name!r} not found: {root}")
+            raise DataUnavailable(f"document corpus {source.name!r} not found: {root}")
         prefix = f"{source.name}/" if len(sources) > 1 else ""
         files += [(prefix + p.relative_to(root).as_posix(), p) for p in paths]
     return files

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compare.task import DataSource
-from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from ..compare.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
 
 MAX_LIST_ENTRIES = 1000
 
@@ -20,7 +20,7 @@ MAX_LIST_ENTRIES = 1000
 def source_path(source: DataSource, base_dir: Path | None) -> Path:
     """Where a data source lives; a relative location is relative to the task's data folder."""
     if not source.location:
-        raise ToolError(f"data source {source.name!r} has no location")
+        raise DataUnavailable(f"data source {source.name!r} has no location")
     path = Path(source.location).expanduser()
     return base_dir / path if not path.is_absolute() and base_dir is not None else path
 

@@ -43,7 +43,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from ..compare.task import DataSource, DataSourceKind
-from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from ..compare.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
 from .files import source_path
 
 SAMPLE_ROWS = 2
@@ -168,7 +168,7 @@ class Database(ABC):
 def database_file(source: DataSource, base_dir: Path | None) -> Path:
     path = source_path(source, base_dir)
     if not path.is_file():
-        raise ToolError(f"database {source.name!r}: file not found: {path}")
+        raise DataUnavailable(f"database {source.name!r}: file not found: {path}")
     return path.resolve()
 
 

@@ -156,6 +156,8 @@ class PlanningWorkflow(System):
         ]
         plan = ctx.generate(messages, response_schema=schema).message
         steps, failure = read_plan(plan.content)
+        if not steps:
+            ctx.warn("planner_fallback", failure or "the plan has no steps")
         failure = failure or self._execute(ctx, steps, results, stop_at_failure=self.replan)
         if failure and not self.replan:
             ctx.message("executor", "planner", f"static plan, continued past {failure}", phase=Phase.EXECUTE)

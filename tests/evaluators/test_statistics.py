@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from data_agent_compare.evaluators.statistics import (
     bootstrap_ci,
+    holm,
     mcnemar,
     paired_bootstrap,
     pass_at_k,
@@ -211,3 +212,13 @@ def test_stratified_interval_without_spread_to_resample_is_nan():
     assert all(math.isnan(v) for v in stratified_bootstrap_ci({}))
     with pytest.raises(ValueError, match="crm"):
         stratified_bootstrap_ci({"books": [1.0, 0.0], "crm": []})
+
+
+def test_holm_adjusts_p_values_as_computed_by_hand():
+    # m = 4; sorted 0.01, 0.03, 0.04, 0.20 → ×4, ×3, ×2, ×1 = 0.04, 0.09, 0.08, 0.20; running maximum → 0.09 for 0.04
+    assert holm([0.01, 0.04, 0.03, 0.20]) == pytest.approx([0.04, 0.09, 0.09, 0.20])
+    assert holm([0.5, 0.6]) == [1.0, 1.0]  # 0.5 × 2 caps at 1, and the larger p may not fall below it
+    assert holm([0.02]) == [0.02]  # one test: nothing to adjust
+    adjusted = holm([math.nan, 0.02, 0.03])  # an untestable pair is no comparison: m = 2
+    assert math.isnan(adjusted[0]) and adjusted[1:] == pytest.approx([0.04, 0.04])
+    assert holm([]) == []

@@ -1,9 +1,16 @@
-"""How many tasks a difference needs: the normal approximation for a paired mean difference."""
+"""How many tasks a difference needs (the normal approximation for a paired mean difference), and the pairwise
+tests Holm-adjusted over the comparisons shown, with the tasks each side lost to infrastructure errors."""
 
 import math
 from statistics import NormalDist, stdev
 
+import pytest
+
+from data_agent_compare.compare.runlog import ResultRecord
+from data_agent_compare.compare.trace import Usage
+from data_agent_compare.evaluators.statistics import holm
 from data_agent_compare.reports.significance import tasks_needed
+from data_agent_compare.reports.summary import pair_lines, pairwise
 
 
 def test_tasks_needed_follows_the_paired_sample_size_formula():
@@ -22,3 +29,52 @@ def test_no_difference_needs_no_number():
     assert tasks_needed([0.0, 0.0, 0.0]) is None
     assert tasks_needed([1.0, -1.0]) is None
     assert tasks_needed([1.0]) is None
+
+
+def _record(system: str, task: str, correct: float | None, status: str = "completed"):
+    return ResultRecord(
+        task_id=task,
+        benchmark="bundled",
+        system=system,
+        model="m",
+        epoch=1,
+        question_type="factoid",
+        status=status,
+        answer={},
+        scores={} if correct is None else {"exact_match": correct},
+        usage=Usage(),
+        latency_s=1.0,
+        latency_by_phase={},
+        model_calls=1,
+        tool_calls=[],
+        trace_file=f"traces/{system}/{task}.json",
+    )
+
+
+def _three_systems():
+    """a answers all 12 tasks, b 6 of them, c none; c lost 2 tasks to infrastructure errors."""
+    tasks = [f"T{i}" for i in range(12)]
+    records = [_record("a", t, 1.0) for t in tasks]
+    records += [_record("b", t, float(i % 2)) for i, t in enumerate(tasks)]
+    records += [_record("c", t, 0.0) for t in tasks[:10]]
+    records += [_record("c", t, None, status="infra_error") for t in tasks[10:]]
+    return records
+
+
+def test_pairwise_p_values_are_holm_adjusted_over_the_pairs_compared():
+    pairs = pairwise(_three_systems())
+    assert [(p.first, p.second, p.tasks) for p in pairs] == [("a/m", "b/m", 12), ("a/m", "c/m", 10), ("b/m", "c/m", 10)]
+    assert [p.mcnemar_p_holm for p in pairs] == holm([p.mcnemar_p for p in pairs])
+    assert [p.bootstrap_p_holm for p in pairs] == holm([p.bootstrap_p for p in pairs])
+    assert all(p.mcnemar_p_holm >= p.mcnemar_p for p in pairs)
+    # a vs c: 10 discordant pairs, exact sign test p = 2 / 2**10; the smallest of 3 → × 3
+    assert pairs[1].mcnemar_p == pytest.approx(2 / 2**10) and pairs[1].mcnemar_p_holm == pytest.approx(6 / 2**10)
+    assert [(p.first_infra_lost, p.second_infra_lost) for p in pairs] == [(0, 0), (0, 2), (0, 2)]
+
+
+def test_summary_states_the_number_of_comparisons_and_both_p_values():
+    lines = pair_lines(pairwise(_three_systems()))
+    assert lines[0] == "## Paired comparisons (3 comparisons, on the tasks both answered)"
+    a_c = next(line for line in lines if line.startswith("| a/m | c/m |"))
+    assert "| 10 | 0 / 2 |" in a_c and "0.002 (0.006)" in a_c  # raw, then Holm-adjusted
+    assert any("adjusted over the 3 comparisons" in line for line in lines)
