@@ -2,8 +2,10 @@
 
     compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
     compare --resume --out DIR        finish an interrupted run with the configuration in its manifest
+    compare --resume --out DIR --retry-errors   also run again its units that ended infra_error
     compare --replay RUN_DIR          re-run a run's systems on its recorded model responses (no model)
     compare report DIR                rebuild a run directory's summary
+    compare rescore DIR --out NEW     score a run's records again with today's scorers, into NEW
     compare tasks / score             validate a benchmark / score predictions made elsewhere
     compare systems / benchmarks / models    what is registered
 
@@ -26,16 +28,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
 
 from ..compare.benchmark import BENCHMARKS, Benchmark, BenchmarkError, TaskLoadError, TaskLoadErrors, create_benchmark
-from ..compare.model import PROVIDERS
+from ..compare.model import PROVIDERS, GenerationSettings
 from ..compare.registry import RegistryError
-from ..compare.runlog import ResultRecord, RunLog, RunLogError, read_records, read_run, redact_credentials
-from ..compare.scorer import score
+from ..compare.runlog import (
+    ResultRecord,
+    RunLog,
+    RunLogError,
+    read_records,
+    read_run,
+    redact_credentials,
+    run_dir_holder,
+)
 from ..compare.system import SYSTEMS
 from ..compare.task import Task
 from .config import ConfigError, load_model_table, load_plugins, load_run_config
@@ -109,6 +119,9 @@ def main_command(
     ray_address: Annotated[
         str | None, typer.Option(help="--executor ray: the Ray cluster to join (default: start a local one).")
     ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="--executor process: worker processes (default: one per core).")
+    ] = None,
     out: Annotated[str | None, typer.Option(help="Run directory (default runs/<time>-<benchmark>).")] = None,
     judge: Annotated[str | None, typer.Option(help="Model alias that judges report rubrics.")] = None,
     postgres_url: Annotated[
@@ -134,10 +147,33 @@ def main_command(
     cache: Annotated[
         bool | None, typer.Option("--cache", help="Answer a model call seen before from the response cache (cost 0).")
     ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="Sampling temperature of every request of every system (0-2).")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling of every request (0 < p <= 1).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed of every request.")] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(help="Output-token limit of every request.")] = None,
+    allow_drift: Annotated[
+        bool,
+        typer.Option(
+            "--allow-drift",
+            help="--resume/--replay: go on although code, plugins, scorers or data changed since the run "
+            "(recorded in the manifest).",
+        ),
+    ] = False,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            help="--resume: run again the units that ended infra_error (the provider failed); the earlier "
+            "attempts' spend is kept in the unit's cost.",
+        ),
+    ] = False,
 ) -> None:
     """Run systems × models on a benchmark and write a run directory."""
     if ctx.invoked_subcommand is not None:
         return
+    sampling = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
     budgets = {"max_steps": max_steps, "max_tokens": max_tokens, "wall_time_s": wall_time}
     overrides: dict[str, Any] = {
         "workflows": _systems(workflows, systems),
@@ -153,6 +189,7 @@ def main_command(
         "concurrency": concurrency,
         "executor": executor,
         "ray_address": ray_address,
+        "workers": workers,
         "out": out,
         "judge": judge,
         "postgres_url": postgres_url,
@@ -162,6 +199,7 @@ def main_command(
         "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
         "tools": {"unsafe_python": True} if unsafe_python else None,
         "cache": {"enabled": True} if cache else None,
+        "generation": _generation_flags(sampling),
     }
     from .runner import plan_replay, plan_run, replayed_run, resumed_config  # loads the tools: not for --help
 
@@ -182,14 +220,31 @@ def main_command(
             plan = plan_run(run_config)
     except ConfigError as problem:
         raise fail(str(problem)) from None
-    raise typer.Exit(_run(plan, resume))
+    if allow_drift and not (resume or replay):
+        raise fail("--allow-drift goes with --resume or --replay (a new run has nothing to drift from)")
+    if retry_errors and not resume:
+        raise fail("--retry-errors goes with --resume --out RUN (it runs a finished run's infra errors again)")
+    plan.retry_errors = retry_errors
+    raise typer.Exit(_run(plan, resume, allow_drift))
+
+
+def _generation_flags(given: dict[str, float | int | None]) -> dict[str, float | int] | None:
+    """The sampling flags given, checked here so that a bad value names its flag (exit 2)."""
+    flags = {name: value for name, value in given.items() if value is not None}
+    try:
+        GenerationSettings.model_validate(flags)
+    except ValidationError as invalid:
+        error = invalid.errors()[0]
+        flag = "--" + str(error["loc"][0]).replace("_", "-")
+        raise fail(f"{flag} {flags.get(str(error['loc'][0]))}: {error['msg']}") from None
+    return flags or None
 
 
 # With --resume or --replay the recorded configuration is the run's: only where to write, and the URLs
-# whose passwords the manifest does not keep, may be given.
+# whose passwords the manifest does not keep, may be given (and --allow-drift).
 RECORDED_RUN_FLAGS = {
-    "--resume": {"resume", "out", "postgres_url", "base_url"},
-    "--replay": {"replay", "out", "postgres_url"},
+    "--resume": {"resume", "out", "postgres_url", "base_url", "allow_drift", "retry_errors"},
+    "--replay": {"replay", "out", "postgres_url", "allow_drift"},
 }
 
 
@@ -209,7 +264,7 @@ def _refuse_other_flags(ctx: typer.Context, mode: str) -> None:
         )
 
 
-def _run(plan: RunPlan, resume: bool) -> int:
+def _run(plan: RunPlan, resume: bool, allow_drift: bool = False) -> int:
     from .runner import RunProgress, RunWriteError, execute
 
     units = len(list(plan.units()))
@@ -223,7 +278,8 @@ def _run(plan: RunPlan, resume: bool) -> int:
     for warning in [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan), *executor_warnings(plan)]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     try:
-        already = len(read_records(plan.run_dir)[0]) if resume else 0
+        records = read_records(plan.run_dir)[0] if resume else []
+        already = sum(not (plan.retry_errors and r.status == "infra_error") for r in records)
     except RunLogError as problem:
         raise fail(str(problem)) from None
     counts = RunProgress(total=units, done=already)
@@ -240,7 +296,7 @@ def _run(plan: RunPlan, resume: bool) -> int:
 
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            execute(plan, on_result=on_result, resume=resume, progress=counts)
+            execute(plan, on_result=on_result, resume=resume, progress=counts, allow_drift=allow_drift)
         except (ConfigError, RunLogError) as problem:
             raise fail(str(problem)) from None
         except (KeyboardInterrupt, RunWriteError) as stop:
@@ -250,10 +306,21 @@ def _run(plan: RunPlan, resume: bool) -> int:
             signal.signal(signal.SIGTERM, previous)
     records = _write_summary(plan.run_dir)
     _write_report([plan.run_dir], None, at_end_of_run=True)
-    errors = sum(r.status in ("error", "infra_error", "replay_miss") for r in records)
-    if errors:
-        console.print(f"[yellow]{errors} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
-    return 1 if errors else 0
+    failed = [r for r in records if r.status in ("error", "infra_error", "replay_miss")]
+    if failed:
+        console.print(f"[yellow]{len(failed)} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
+        for line in failure_causes(failed):
+            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    return 1 if failed else 0
+
+
+def failure_causes(failed: list[ResultRecord], shown: int = 5) -> list[str]:
+    """The failed units grouped by the first line of their error, most frequent first:
+    `5 units: infra_error: Connection refused (http://127.0.0.1:9/v1)`."""
+    causes = Counter(f"{r.status}: {(r.error or 'no error message').splitlines()[0][:200]}" for r in failed)
+    lines = [f"{n} unit{'s' if n > 1 else ''}: {cause}" for cause, n in causes.most_common(shown)]
+    rest = len(causes) - shown
+    return lines + ([f"… and {rest} other cause(s) in results.jsonl"] if rest > 0 else [])
 
 
 class RunProgressDisplay(Progress):
@@ -301,9 +368,11 @@ def _sandbox_warnings(plan: RunPlan) -> list[str]:
 def _stop(plan: RunPlan, stop: BaseException) -> None:
     """One line on how the run stopped and how to finish it; exit without joining threads that may
     still be inside a model call."""
-    from .units import RunWriteError, WorkerLost
+    from .units import RunDirUnwritable, RunWriteError, WorkerLost
 
     finish = f"results so far are in {plan.run_dir}. Finish with: compare --resume --out {plan.run_dir}"
+    if isinstance(stop, RunDirUnwritable):  # nothing ran: nothing to resume
+        finish = "nothing ran; give --out a folder that can be written"
     if isinstance(stop, RunWriteError):
         console.print(f"error: {stop}; {finish}", highlight=False, soft_wrap=True, markup=False)
         code = 1 if isinstance(stop, WorkerLost) else EXIT_WRITE_FAILED
@@ -315,7 +384,7 @@ def _stop(plan: RunPlan, stop: BaseException) -> None:
     os._exit(code)
 
 
-def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> list[ResultRecord]:
+def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> list[ResultRecord]:
     from ..reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
 
     try:
@@ -328,9 +397,12 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False) -> lis
     rows = summarize(run.records, **counting)
     extra = _benchmark_lines(run.manifest.benchmark, run.records) + _spend_lines(run)
     summary = markdown(rows, run.manifest, pairwise(run.records, **counting), run.records, extra, **counting)
-    (run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    if to is not None:
+        to.mkdir(parents=True, exist_ok=True)
+    summary_file = (to or run_dir) / "summary.md"
+    summary_file.write_text(summary, encoding="utf-8")
     output.print(rich_table(rows))
-    console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {run_dir / 'summary.md'}", highlight=False)
+    console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {summary_file}", highlight=False)
     return run.records
 
 
@@ -386,9 +458,53 @@ def report_command(
     """Rebuild a run directory's summary.md, and write the comparison report of one or several run
     directories: report.html (offline), report.md with figures, results.csv/.parquet, leaderboard.json."""
     judge_model = _failure_judge(judge)
+    busy = _running(run_dirs, out)
     if len(run_dirs) == 1:
-        _write_summary(run_dirs[0], infra_errors_as_failures)
+        _write_summary(run_dirs[0], infra_errors_as_failures, to=out if busy else None)
     _write_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge_model)
+
+
+def _running(run_dirs: list[Path], out: Path | None) -> bool:
+    """Whether a run directory is being written by a running `compare` now. Its own files (summary.md, the
+    report) are the run's to write when it ends: a report of it goes to another --out, else is refused."""
+    for run_dir in run_dirs:
+        holder = run_dir_holder(run_dir)
+        if holder is None:
+            continue
+        if out is None or out.resolve() == run_dir.resolve():
+            raise fail(
+                f"{run_dir} is being written by a running compare ({holder}); its summary and report are written"
+                " when it ends: wait for it, or give --out another folder for a report of it now"
+            )
+        return True
+    return False
+
+
+@app.command("rescore")
+def rescore_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (left untouched).")],
+    out: Annotated[Path, typer.Option(help="The new run directory for the records scored again.")],
+) -> None:
+    """Score a run's records again with today's scorers into a new run directory (with its summary and
+    report); its manifest records the scorer versions before and after."""
+    from .rescore import rescore
+
+    try:
+        done = rescore(run_dir, out)
+    except (ConfigError, RunLogError) as problem:
+        raise fail(str(problem)) from None
+    for name in sorted(done.before.keys() | done.after.keys()):
+        before, after = done.before.get(name, "(not recorded)"), done.after.get(name, "(none)")
+        change = f"{before} → {after}" if before != after else f"{after} (unchanged)"
+        console.print(f"scorer {name}: version {change}", highlight=False, markup=False)
+    console.print(
+        f"{done.records} records scored again, {done.changed} with changed scores, {done.scoring_errors} with a "
+        f"scoring error → {done.out}",
+        highlight=False,
+        markup=False,
+    )
+    _write_summary(done.out)
+    _write_report([done.out], None, at_end_of_run=True)
 
 
 def _failure_judge(name: str | None) -> Any:
@@ -431,6 +547,12 @@ def _write_report(
         raise fail(str(problem), code) from None
     for warning in files.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+    if "summary" in files.files:  # several runs: their merged rows, per benchmark (one run printed its own)
+        from ..reports import rich_table
+
+        for benchmark, rows in files.rows.items():
+            output.print(rich_table(rows, title=f"{benchmark}: comparison (means per task; $ is the total)"))
+        console.print(f"summary: {files.files['summary']}", highlight=False)
     console.print(f"report: {files.files['html']}", highlight=False)
 
 
@@ -441,13 +563,56 @@ def _benchmark(name: str, path: Path | None) -> Benchmark:
         raise fail(str(problem)) from None
 
 
+@app.command("import")
+def import_command(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="dab-trajectories")],
+    path: Annotated[Path, typer.Argument(help="The published files (a results-<model>/ folder or above it).")],
+    out: Annotated[Path, typer.Option(help="The run directory to write.")],
+    system: Annotated[str, typer.Option(help="The system name the trials are recorded under.")] = "dab-react",
+    tasks_path: Annotated[
+        Path | None, typer.Option(help="The benchmark's task files: score each answer with its official rule.")
+    ] = None,
+    hints: Annotated[bool, typer.Option("--hints", help="DAB: the tasks' descriptions with hints.")] = False,
+) -> None:
+    """Turn published agent trajectories into a run directory every other command reads (compare report)."""
+    from .importer import IMPORT_FORMATS, ImportFailed, import_trajectories
+
+    if fmt not in IMPORT_FORMATS:
+        raise fail(f"unknown import format {fmt!r} (known: {', '.join(IMPORT_FORMATS)})")
+    if not path.exists():
+        raise fail(f"not found: {path}")
+    if (out / "results.jsonl").exists():
+        raise fail(f"{out} already holds a run (results.jsonl): give a new --out")
+    bench = None
+    if tasks_path is not None:
+        try:
+            bench = create_benchmark("dab", tasks_path, hints=hints)
+        except (BenchmarkError, RegistryError) as problem:
+            raise fail(str(problem)) from None
+    try:
+        imported = import_trajectories(path, out, system=system, benchmark=bench)
+    except (ImportFailed, BenchmarkError) as problem:
+        raise fail(str(problem)) from None
+    models = ", ".join(f"{m}: {n}" for m, n in sorted(Counter(r.model for r in imported.records).items()))
+    console.print(f"imported {len(imported.records)} trials ({models}) → {out}", highlight=False)
+    for item, count in sorted(imported.missing.items()):
+        console.print(f"not recorded in {count} trial(s): {item}", highlight=False, markup=False)
+    if imported.unscored:
+        console.print(f"not scored (no such task in --tasks-path): {', '.join(sorted(set(imported.unscored)))}")
+
+
 @app.command("tasks")
 def tasks_command(
     benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")],
-    path: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    tasks_path: Annotated[
+        Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")
+    ] = None,
+    path: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --tasks-path.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report (with every task id) as JSON.")] = False,
+    ids: Annotated[bool, typer.Option("--ids", help="Print the task ids, one a line (with level and type).")] = False,
 ) -> None:
     """Load and validate a benchmark without running anything: counts by type, level and data availability."""
+    path = tasks_path or path
     bench = _benchmark(benchmark, path)
     try:
         loaded = bench.load()
@@ -471,12 +636,18 @@ def tasks_command(
         "unavailable": dict(Counter(t.unavailable for t in loaded if t.unavailable)),
         "with_gold": sum(_has_gold(t) for t in loaded),
         "warnings": bench.warnings(loaded),
+        "ids": [task.id for task in loaded],
     }
+    if ids:
+        for task in loaded:
+            output.print(f"{task.id}\t{task.level or '-'}\t{task.question_type.value}", highlight=False, markup=False)
+        return
     if as_json:
         output.print_json(json.dumps(report))
         return
     for key, value in report.items():
-        output.print(f"{key}: {value}", highlight=False, soft_wrap=True)
+        if key != "ids":  # --ids lists them
+            output.print(f"{key}: {value}", highlight=False, soft_wrap=True)
 
 
 def _has_gold(task: Task) -> bool:
@@ -489,57 +660,76 @@ def _has_gold(task: Task) -> bool:
 @app.command("score")
 def score_command(
     benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")],
-    tasks: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None,
-    predictions: Annotated[Path, typer.Option(help="JSONL of predictions made elsewhere.")] = Path("predictions.jsonl"),
-    out: Annotated[Path | None, typer.Option(help="Write one JSON line of metrics per prediction here.")] = None,
+    tasks_path: Annotated[
+        Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")
+    ] = None,
+    tasks: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --tasks-path.")] = None,
+    predictions: Annotated[
+        Path,
+        typer.Option(help="Predictions made elsewhere: our JSONL, or a file a benchmark publishes (see --format)."),
+    ] = Path("predictions.jsonl"),
+    out: Annotated[
+        Path | None, typer.Option(help="Write one JSON line per prediction here, the aggregate to OUT.aggregate.json.")
+    ] = None,
     rule: Annotated[
         str | None, typer.Option(help="An earlier revision of the official scoring rule (see compare benchmarks).")
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="jsonl, dab-leaderboard, dabstep-submission, dbgorilla-results or fdabench-results "
+            "(default: recognised from the content).",
+        ),
+    ] = None,
+    published: Annotated[
+        float | None, typer.Option(help="The leaderboard's figure for this file: say whether ours reproduces it.")
     ] = None,
 ) -> None:
     """Score predictions produced elsewhere with the benchmark's official rules.
 
-    Each row is written to --out as soon as it is scored. Exit status 1 when any prediction record
-    could not be read or scored (the others are still scored and written)."""
-    from ..evaluators.predictions import PredictionError, read_predictions
+    One row per prediction, in input order, written to --out as soon as it is scored; then the
+    benchmark's leaderboard aggregate. A published file that is malformed, or a prediction given twice
+    (twice for one run, in a format with runs), is refused with exit status 2 naming the entries.
+    Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
+    from ..evaluators.submissions import FORMATS, SubmissionError
+    from .scoring import finish, read_inputs, score_predictions, write_aggregate
 
-    bench = _benchmark(benchmark, tasks)
+    bench = _benchmark(benchmark, tasks_path or tasks)
     scorers = _scorers_of(bench, rule)
-    if not predictions.is_file():
+    if fmt is not None and fmt not in FORMATS:
+        raise fail(f"--format: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    if not predictions.exists():
         raise fail(f"predictions file not found: {predictions}")
+    if out is not None and out.is_dir():  # checked before any scoring: open() would fail with a traceback
+        raise fail(f"--out {out}: is a folder; give a file for the scores (JSON Lines)")
     try:
-        by_id = {task.id: task for task in bench.load()}
+        loaded = bench.load()
+        by_id = {task.id: task for task in loaded}
     except (BenchmarkError, OSError) as problem:  # a TaskLoadError names file, line and field
         raise fail(str(problem)) from None
-    rows, scored, bad = [], [], 0
-    sink = out.open("w", encoding="utf-8") if out is not None else None
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, soft_wrap=True, markup=False)
+
     try:
-        for item in read_predictions(predictions, bench, by_id):
-            if isinstance(item, PredictionError):
-                bad += 1
-                console.print(f"bad record: {item}", highlight=False, soft_wrap=True, markup=False)
-                continue
-            task, answer, trace = item
-            sheet = score(task, answer, trace, scorers)
-            row = {"task_id": task.id, **sheet.scores, **({"scoring_error": sheet.error} if sheet.error else {})}
-            if sheet.error:
-                bad += 1
-                console.print(f"scorer failed on {task.id}: {sheet.error}", highlight=False, markup=False)
-            if sink is not None:
-                sink.write(json.dumps(row) + "\n")
-                sink.flush()
-            rows.append(row)
-            scored.append((task, answer))
-    except BenchmarkError as problem:  # this benchmark reads no prediction files, or none were given
+        run, inputs, figures = read_inputs(predictions, fmt, bench, by_id, say)
+        score_predictions(run, inputs, bench, scorers, out, say)
+    except (BenchmarkError, SubmissionError) as problem:  # nothing to score, or a malformed submission
         raise fail(str(problem)) from None
-    finally:
-        if sink is not None:
-            sink.close()
-    output.print(_metric_table(rows))
-    aggregate = bench.aggregate(scored)
+    output.print(_metric_table(run.rows))
+    aggregate = bench.aggregate(run.scored)
     if aggregate:
         output.print(_aggregate_table(f"{benchmark} aggregate metrics", aggregate))
-    console.print(f"{len(rows)} predictions scored, {bad} bad record(s)", highlight=False)
-    raise typer.Exit(1 if bad else 0)
+    finish(run, predictions, bench, loaded, figures, published)
+    if run.aggregate:
+        output.print(_aggregate_table(f"{benchmark} leaderboard aggregate ({run.format})", run.aggregate))
+    for line in [*run.checks, *run.notes]:
+        output.print(line, highlight=False, soft_wrap=True, markup=False)
+    if out is not None and run.aggregate:
+        console.print(f"aggregate: {write_aggregate(run, out)}", highlight=False)
+    console.print(f"{len(run.rows)} predictions scored, {run.bad} bad record(s)", highlight=False)
+    raise typer.Exit(1 if run.bad else 0)
 
 
 def _scorers_of(bench: Benchmark, rule: str | None) -> tuple[str, ...]:
@@ -582,11 +772,24 @@ def _listing(title: str, columns: list[str], rows: list[list[str]], as_json: boo
         output.print_json(json.dumps([dict(zip(columns, row, strict=True)) for row in rows]))
         return
     table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    widest = [max([len(column), *(len(row[index]) for row in rows)]) for index, column in enumerate(columns)]
+    for column, width in zip(columns, widest, strict=True):
+        whole = column in WHOLE_COLUMNS  # names a script reads back: never folded or cut
+        table.add_column(column, overflow="fold", no_wrap=whole, min_width=width if whole else None)
     for row in rows:
         table.add_row(*row)
+    if not output.is_terminal:  # a pipe or a file: rows as wide as they are
+        output.print(table, width=sum(widest) + 3 * len(columns) + 4)
+        return
+    needed = sum(w for c, w in zip(columns, widest, strict=True) if c in WHOLE_COLUMNS) + 8 * len(columns)
+    if needed > output.width:  # too narrow for a table that keeps every name whole: one line per row
+        for row in rows:
+            output.print("  ".join(row), highlight=False, soft_wrap=True)
+        return
     output.print(table)
+
+
+WHOLE_COLUMNS = {"name", "alias", "provider", "model id"}
 
 
 def _registered(registry: Any) -> list[tuple[str, Any, str]]:

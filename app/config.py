@@ -13,16 +13,20 @@ import importlib
 import importlib.resources
 import os
 import runpy
+import traceback
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..compare.benchmark import BENCHMARKS
 from ..compare.limits import RateLimit
-from ..compare.model import PROVIDERS, ModelConfig, RetrySettings
+from ..compare.model import PROVIDERS, GenerationSettings, ModelConfig, RetrySettings
 from ..compare.registry import RegistryError
+from ..compare.runlog import redact_credentials, register_secret
+from ..compare.task import Task
 from ..compare.tool import ToolSettings
 from ..compare.trace import Budgets
 
@@ -50,14 +54,14 @@ class RunConfig(BaseModel):
     models_file: str | None = None  # a YAML alias table of your own, over configs/models.yaml
     benchmark: str = "bundled"
     tasks_path: str | None = None
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, strict=True)  # strict: `true` is no count
     task_ids: list[str] | None = None
     hints: bool = False  # DAB: dataset descriptions with hints
     dab_validator_cpu_s: float = Field(default=600.0, gt=0)  # DAB: CPU seconds one validate.py may use
     levels: list[str] | None = None  # only tasks of these levels
     question_types: list[str] | None = None  # only tasks of these question types
-    epochs: int = Field(default=1, ge=1)
-    concurrency: int = Field(default=1, ge=1)
+    epochs: int = Field(default=1, ge=1, strict=True)
+    concurrency: int = Field(default=1, ge=1, strict=True)
     out: str | None = None
     judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
     postgres_url: str | None = None  # a server for DAB's PostgreSQL dumps; None: a throw-away local one
@@ -67,10 +71,14 @@ class RunConfig(BaseModel):
     budgets: Budgets = Field(default_factory=Budgets)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     retries: RetrySettings = Field(default_factory=RetrySettings)  # every model call, every provider
+    # Sampling of every request of every system (unset: removed, the provider's default), and of the judge.
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    judge_generation: GenerationSettings = Field(default_factory=lambda: GenerationSettings(temperature=0.0))
     cache: CacheSettings = Field(default_factory=CacheSettings)
     # Requests/tokens per minute by provider name or model alias (`compare/limits.py`).
     limits: dict[str, RateLimit] = Field(default_factory=dict)
     executor: Literal["thread", "process", "ray"] = "thread"  # where units run (`app/executors.py`)
+    workers: int | None = Field(default=None, ge=1, strict=True)  # `--executor process`: None = one per core
     ray_address: str | None = None  # `--executor ray`: a cluster to join; None starts a local one
 
     def benchmark_options(self) -> dict[str, Any]:
@@ -160,6 +168,16 @@ def load_plugins(plugins: list[str]) -> None:
             raise ConfigError(f"plugin file not found: {plugin}") from None
         except (ImportError, SyntaxError, RegistryError) as error:
             raise ConfigError(f"plugin {plugin!r} cannot be loaded: {error}") from error
+        except Exception as error:  # the plugin's own code failed at import: its bug, named, no traceback
+            where = _plugin_line(error, plugin)
+            raise ConfigError(f"plugin {plugin!r} failed at import{where}: {type(error).__name__}: {error}") from error
+
+
+def _plugin_line(error: BaseException, plugin: str) -> str:
+    """` (file.py:12)`: the plugin's last line in the traceback, or nothing when none is its own."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if "site-packages" not in frame.filename]
+    own = [f for f in frames if f.filename == plugin or plugin.replace(".", "/") in f.filename] or frames[-1:]
+    return f" ({own[-1].filename}:{own[-1].lineno})" if own else ""
 
 
 def load_model_table(path: Path | None = None) -> dict[str, ModelConfig]:
@@ -178,7 +196,68 @@ def load_model_table(path: Path | None = None) -> dict[str, ModelConfig]:
             error = invalid.errors()[0]
             field = ".".join(map(str, error["loc"]))
             raise ConfigError(f"{source}: model {alias!r}: field {field!r}: {error['msg']}") from invalid
+        model = table[alias]
+        if model.base_url is not None:
+            check_base_url(model.base_url, f"{source}: model {alias!r}: field 'base_url'", model.basic_auth)
     return table
+
+
+# Query parameters that carry a credential (a base URL takes none: the key goes in `api_key_env`).
+_CREDENTIAL_PARAMETERS = {"api_key", "api-key", "apikey", "key", "token", "access_token", "auth", "password", "secret"}
+
+
+def check_base_url(url: str, where: str, basic_auth: bool = False) -> None:
+    """Refuse (ConfigError naming `where`) a base URL that is no http(s) URL, or that carries a credential:
+    user info (`http://alice:secret@host/v1`, unless `basic_auth` says HTTP Basic auth is meant) or a query
+    string (`?api_key=…`, which also breaks the request path). Credentials belong in `api_key_env`."""
+    shown = redact_credentials(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is no number raises here
+    except ValueError as bad:
+        raise ConfigError(f"{where}: {shown!r} is not a valid URL ({bad})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: {shown!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)")
+    key_hint = "put the key in api_key_env (the name of an environment variable holding it)"
+    if (parts.username or parts.password) and not basic_auth:
+        raise ConfigError(
+            f"{where}: the URL holds a user name or password ({shown}); {key_hint}, or, if the server wants"
+            " HTTP Basic auth, name it in a models.yaml alias with basic_auth: true"
+        )
+    names = {name.lower() for name, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    if names & _CREDENTIAL_PARAMETERS:
+        raise ConfigError(f"{where}: the URL carries a credential in its query string ({shown}); {key_hint}")
+    if parts.query or parts.fragment:
+        raise ConfigError(
+            f"{where}: a base URL takes no query string or fragment ({shown}):"
+            " requests go to <base URL>/chat/completions"
+        )
+
+
+def check_base_url_flag(run: RunConfig) -> None:
+    """`--base-url` (and `--api-key-env`) serve only `openai-compatible:<model id>` models: refused, not ignored,
+    when no model of the run is one."""
+    named = [*run.models, *([run.judge] if run.judge else [])]
+    if any(name.startswith(OPENAI_COMPATIBLE_PREFIX) for name in named):
+        return
+    for flag, value in (("--base-url", run.base_url), ("--api-key-env", run.api_key_env)):
+        if value:
+            raise ConfigError(
+                f"{flag} applies only to {OPENAI_COMPATIBLE_PREFIX}<model id> models, and the run has none"
+                f" (models: {', '.join(named)}); drop {flag}, or name an alias's base_url in a models.yaml"
+            )
+
+
+def register_model_secrets(model: ModelConfig) -> None:
+    """Mask the model's API key and its base URL's password in everything written from now on."""
+    provider = PROVIDERS.load(model.provider) if model.provider in PROVIDERS else None
+    variable = provider.key_variable(model) if provider is not None and hasattr(provider, "key_variable") else None
+    register_secret(os.environ.get(variable or model.api_key_env or "") or None)
+    for url in (model.base_url, os.environ.get("OPENROUTER_BASE_URL") if model.provider == "openrouter" else None):
+        parts = urlsplit(url or "")
+        if parts.password:
+            register_secret(parts.password, user=parts.username or "")
+            register_secret(unquote(parts.password), user=unquote(parts.username or ""))
 
 
 def resolve_models(names: list[str], run: RunConfig) -> list[ModelConfig]:
@@ -197,14 +276,58 @@ def resolve_models(names: list[str], run: RunConfig) -> list[ModelConfig]:
         if model.provider not in PROVIDERS:
             known = ", ".join(PROVIDERS.names())
             raise ConfigError(f"model {name!r}: unknown provider {model.provider!r}; registered providers: {known}")
+        _check_endpoint(name, model)
+        register_model_secrets(model)
         resolved.append(model)
     return resolved
+
+
+def _check_endpoint(name: str, model: ModelConfig) -> None:
+    """An openai-compatible model needs its base_url; OpenRouter's address from the environment is checked
+    like any base URL. Refused before any model call (not `infra_error` on every unit)."""
+    if model.provider == "openai-compatible" and not model.base_url:
+        raise ConfigError(
+            f"model {name!r}: field 'base_url' is missing: an openai-compatible alias needs the server's address"
+            " (e.g. base_url: http://127.0.0.1:8000/v1)"
+        )
+    override = os.environ.get("OPENROUTER_BASE_URL")
+    if model.provider == "openrouter" and not model.base_url and override:
+        check_base_url(override, "OPENROUTER_BASE_URL")
+
+
+# Characters per token, at the most, of any tokenizer on text long enough to matter: a task whose question
+# holds more than this many characters per token of the budget cannot be asked within it.
+CHARS_PER_TOKEN_AT_MOST = 8
+
+
+def check_task_sizes(tasks: list[Task], run: RunConfig) -> None:
+    """Refuse a task whose question (with its context) alone is over the per-task token budget: every call
+    would send it, so the unit could only fail, after paying for the first call."""
+    budget = run.budgets.max_tokens
+    for task in tasks:
+        chars = len(task.question) + len(task.context or "")
+        if chars // CHARS_PER_TOKEN_AT_MOST > budget:
+            where = run.benchmark + (f" ({run.tasks_path})" if run.tasks_path else "")
+            field = "'question'" + (" and 'context'" if task.context else "")
+            raise ConfigError(
+                f"{where}: task {task.id!r}: field {field} holds {chars:,} characters, at least"
+                f" ~{chars // CHARS_PER_TOKEN_AT_MOST:,} tokens: over the per-task token budget (budgets.max_tokens"
+                f" = {budget:,}) before any answer; leave the task out (--task-ids) or raise --max-tokens"
+            )
+
+
+def check_out(run: RunConfig) -> None:
+    """`--out` must be a folder (or not exist yet): a file there is refused before anything runs."""
+    if run.out and Path(run.out).exists() and not Path(run.out).is_dir():
+        raise ConfigError(f"--out {run.out}: is a file, not a run directory; give a folder (new or a run's)")
 
 
 def check_executor(run: RunConfig) -> None:
     """`ray_address` means nothing without the Ray executor: refused rather than ignored."""
     if run.ray_address and run.executor != "ray":
         raise ConfigError(f"--ray-address (ray_address) needs --executor ray (the executor is {run.executor!r})")
+    if run.workers and run.executor != "process":
+        raise ConfigError(f"--workers (workers) needs --executor process (the executor is {run.executor!r})")
 
 
 def check_limits(run: RunConfig) -> None:
@@ -225,6 +348,7 @@ def _ad_hoc_model(name: str, run: RunConfig) -> ModelConfig:
     model_id = name.removeprefix(OPENAI_COMPATIBLE_PREFIX)
     if not model_id or not run.base_url:
         raise ConfigError(f"{name!r} needs a model id after the colon and --base-url (e.g. http://127.0.0.1:8000/v1)")
+    check_base_url(run.base_url, "--base-url")
     return ModelConfig(
         alias=name, provider="openai-compatible", model_id=model_id, base_url=run.base_url, api_key_env=run.api_key_env
     )
