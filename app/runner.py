@@ -206,6 +206,8 @@ def build_manifest(plan: RunPlan) -> Manifest:
         python_sandbox=sandbox_mode(plan.config.tools),
         task_hashes=task_hashes(plan.tasks),
         replay_of=str(plan.replay.run_dir) if plan.replay else None,
+        identity=identity,
+        benchmark_notes=plan.benchmark.warnings(plan.tasks),
     )
 
 

@@ -13,6 +13,7 @@ outside a benchmark's own module asks which benchmark it is: the runner, `compar
     harness                      run settings of the benchmark's official harness (budgets, ...)
     prediction_answer(task, r)   one record of a prediction file made elsewhere, as an Answer
     aggregate(scored)            benchmark-wide metrics `compare score` prints
+    submission_aggregate(rows, tasks)  the leaderboard's own aggregate of scored rows (runs included)
     report_lines(records)        extra Markdown for the run summary (e.g. DAB's pass@k)
 """
 
@@ -134,6 +135,11 @@ class Benchmark(ABC):
         """Markdown lines for the run summary, after the shared tables (needs no data: a run log
         re-renders anywhere)."""
         return []
+
+    def submission_aggregate(self, rows: Sequence[dict[str, Any]], tasks: Sequence[Task]) -> dict[str, Any]:
+        """The leaderboard's aggregate of scored prediction rows (`task_id`, `run`, `model` and the scores)
+        over these tasks, headline first (`compare score` prints and writes it); {} when none."""
+        return {}
 
     @classmethod
     def summary(cls) -> str:

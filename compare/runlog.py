@@ -92,6 +92,12 @@ class Manifest(BaseModel):
     # sha256 of each task as loaded (`--resume` refuses a changed task file); {} in older run logs.
     task_hashes: dict[str, str] = Field(default_factory=dict)
     replay_of: str | None = None  # `compare --replay`: the run whose recorded responses were served
+    # Schema 3 (None / empty in older run logs):
+    identity: RunIdentity | None = None
+    drift_allowed: list[DriftAllowed] = Field(default_factory=list)
+    rescored: Rescored | None = None
+    # What the benchmark says about this run's data setup (e.g. DAB: MongoDB on the in-process stand-in).
+    benchmark_notes: list[str] = Field(default_factory=list)
 
 
 class ToolCallSummary(BaseModel):

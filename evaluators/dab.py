@@ -280,10 +280,13 @@ def score_dab(task: Task, answer: Answer) -> tuple[dict[str, float], ValidationR
     """({"correct": 1.0 or 0.0}, the verdict to log).
 
     The official validate.py when its file exists, else the fallback on ground_truth.csv.
-    A `no_tool_call` answer fails without being checked (FORMATS.md counts it as a failure).
+    A `no_tool_call` answer fails without being checked (FORMATS.md counts it as a failure), and
+    so does an empty answer (DAB's leaderboard rule).
     """
     if answer.status == "no_tool_call":
         result = ValidationResult(passed=False, reason="no tool call: counts as a failure", validator="none")
+    elif not answer.text.strip():
+        result = ValidationResult(passed=False, reason="empty answer: counts as a failure", validator="none")
     else:
         result = _validate(task.gold, answer.text, float(task.metadata.get("validator_cpu_s") or VALIDATOR_CPU_S))
     return {"correct": float(result.passed)}, result
@@ -373,6 +376,46 @@ def pass_at_k_table(records: Iterable[Mapping[str, Any]]) -> PassAtKTable:
         k: stratified_mean({name: [q.pass_at[k] for q in group] for name, group in by_dataset.items()}) for k in ks
     }
     return PassAtKTable(ks, queries, datasets, overall, unavailable)
+
+
+# ---------------------------------------------------------------- the leaderboard's figure of a submission
+
+LEADERBOARD_KS = (1, 5, 10, 15, 20, 30, 40, 50)  # common_scaffold/validate/pass_k.py K_LIST
+
+
+@dataclass(frozen=True)
+class LeaderboardScore:
+    """DAB's stats logic (`stats_scripts/avg_pass_k.py`) over a submission: pass@k per query from its
+    runs, the mean over a dataset's queries that have runs, then the mean over the datasets that have
+    any. `ks` are the K_LIST values every query with runs reaches (pass@5 of 5 runs, not pass@50).
+    Queries and datasets without runs are listed: the official logic leaves them out of its means."""
+
+    ks: list[int]
+    overall: dict[int, float]
+    datasets: dict[str, dict[int, float]]
+    queries: dict[str, tuple[int, int]]  # task id -> (runs n, correct c)
+    queries_without_runs: list[str]
+    datasets_without_runs: list[str]
+
+
+def leaderboard_pass_at_k(outcomes: Mapping[str, list[bool]], task_ids: Iterable[str]) -> LeaderboardScore:
+    """The site's figure from each query's run outcomes (`outcomes`: task id -> pass per run; an empty
+    or failed answer is False) over the queries `task_ids` of the task files."""
+    every = sorted(set(task_ids) | set(outcomes))
+    queries = {q: (len(outcomes[q]), sum(outcomes[q])) for q in every if outcomes.get(q)}
+    ks = [k for k in LEADERBOARD_KS if k <= min((n for n, _ in queries.values()), default=0)]
+    groups: dict[str, list[str]] = defaultdict(list)
+    for query in queries:
+        groups[query.rpartition("/")[0]].append(query)
+    datasets = {
+        name: {k: sum(pass_at_k(*queries[q], k) for q in group) / len(group) for k in ks}
+        for name, group in sorted(groups.items())
+    }
+    overall = {k: sum(d[k] for d in datasets.values()) / len(datasets) for k in ks} if datasets else {}
+    all_datasets = {q.rpartition("/")[0] for q in every}
+    return LeaderboardScore(
+        ks, overall, datasets, queries, [q for q in every if q not in queries], sorted(all_datasets - datasets.keys())
+    )
 
 
 @versioned("2")  # 2: a CPU budget instead of a 30 s wall limit; a failed check is a scoring error

@@ -15,20 +15,25 @@ Any record may list the tools it used, for the tool scores: `tools_executed` / `
 `tool_calls` (names, or objects with name/tool and optional success).
 
 A record that cannot be read gives a `PredictionError` naming its line and field; the caller
-reports it and goes on with the rest.
+reports it and goes on with the rest. A line may carry `run` (or `epoch`): its run, scored as an
+epoch. A second prediction for one task (for one task and run) refuses the file (`check_duplicates`).
+The files benchmarks publish are read whole by `read_published` (formats in `submissions.py`).
 """
 
 from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..compare.benchmark import Benchmark, BenchmarkError, PredictionFieldError
 from ..compare.task import Answer, Task, answer_from_text
 from ..compare.trace import Phase, ToolCallStep, Trace
+from .submissions import FORMAT_BENCHMARK, Submission, SubmissionError, read_submission
 
 TOOL_FIELDS = ("tools_executed", "tools_used", "tool_calls")
 
@@ -39,12 +44,25 @@ class PredictionError(Exception):
         self.line, self.field = line, field
 
 
+@dataclass
+class Prediction:
+    """One scored input: the task, the answer, the tools it says it used, and where it came from."""
+
+    task: Task
+    answer: Answer
+    trace: Trace
+    where: str  # "line 3", "entry 12": what a message names
+    run: str | None = None  # the run (epoch) of formats that have runs
+    model: str | None = None
+    published: dict[str, Any] = field(default_factory=dict)  # the publisher's own figures for it
+
+
 def read_predictions(
     path: Path, benchmark: Benchmark, tasks: dict[str, Task]
-) -> Iterator[tuple[Task, Answer, Trace] | PredictionError]:
-    """Each line as (task, answer, trace), or the PredictionError that describes what is wrong with
+) -> Iterator[Prediction | PredictionError]:
+    """Each line as a Prediction, or the PredictionError that describes what is wrong with
     it (a line that is not UTF-8 included, with its byte offset). A file without any prediction is
-    a BenchmarkError: nothing to score is not a score."""
+    a BenchmarkError: nothing to score is not a score. A line with `run` (or `epoch`) is that run."""
     offset, seen = 0, False
     for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
         start, offset = offset, offset + len(raw) + 1
@@ -58,14 +76,14 @@ def read_predictions(
             yield PredictionError(path, number, "<line>", f"not UTF-8: byte 0x{byte:02x} at offset {start + bad.start}")
             continue
         try:
-            yield _prediction(line, benchmark, tasks)
+            yield _prediction(line, benchmark, tasks, f"line {number}")
         except PredictionFieldError as bad:
             yield PredictionError(path, number, bad.field, str(bad))
     if not seen:
         raise BenchmarkError(f"{path}: no predictions (the file is empty)")
 
 
-def _prediction(line: str, benchmark: Benchmark, tasks: dict[str, Task]) -> tuple[Task, Answer, Trace]:
+def _prediction(line: str, benchmark: Benchmark, tasks: dict[str, Task], where: str) -> Prediction:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as bad:
@@ -76,7 +94,55 @@ def _prediction(line: str, benchmark: Benchmark, tasks: dict[str, Task]) -> tupl
     if task_id not in tasks:
         raise PredictionFieldError("task_id", f"unknown task id {task_id!r} for {benchmark.name}")
     task = tasks[task_id]
-    return task, benchmark.prediction_answer(task, record), _trace(task, record)
+    run = record.get("run", record.get("epoch"))
+    answer = benchmark.prediction_answer(task, record)
+    return Prediction(task, answer, _trace(task, record), where, None if run is None else str(run))
+
+
+def read_published(
+    path: Path, fmt: str, benchmark: Benchmark, tasks: dict[str, Task]
+) -> tuple[list[Prediction], Submission, dict[str, int]]:
+    """A published file (`submissions.FORMATS`) read whole: its predictions in file order, the
+    file itself (the publisher's aggregate figures) and the entries left out because their DAB
+    dataset is not among the task files, by dataset. Anything malformed: SubmissionError."""
+    expected = FORMAT_BENCHMARK[fmt]
+    if expected != benchmark.name:
+        raise SubmissionError(f"{path}: the {fmt} format is {expected}'s, not {benchmark.name}'s (--benchmark)")
+    submission = read_submission(path, fmt)
+    by_instance = {(t.metadata.get("instance_id"), t.question_type.value): t for t in tasks.values()}
+    prefixes = {task_id.rpartition("/")[0] for task_id in tasks}
+    predictions, absent = [], Counter()
+    for entry in submission.entries:
+        record = entry.record
+        task = tasks.get(record["task_id"]) if "task_id" in record else by_instance.get(
+            (record.get("instance_id"), record.get("question_type"))
+        )
+        if task is None:
+            dataset = str(record.get("task_id", "")).rpartition("/")[0]
+            if fmt == "dab-leaderboard" and dataset not in prefixes:
+                absent[dataset] += 1  # a DAB dataset whose files were not given: reported, not scored
+                continue
+            known = record.get("task_id") or f"{record.get('instance_id')} ({record.get('question_type')})"
+            raise SubmissionError(f"{path}: {entry.where}: unknown task {known!r} for {benchmark.name}")
+        try:
+            answer, trace = benchmark.prediction_answer(task, record), _trace(task, record)
+        except PredictionFieldError as bad:
+            raise SubmissionError(f"{path}: {entry.where}: field {bad.field!r}: {bad}") from None
+        trace.model = entry.model or trace.model
+        predictions.append(Prediction(task, answer, trace, entry.where, entry.run, entry.model, entry.published))
+    return predictions, submission, dict(absent)
+
+
+def check_duplicates(path: Path, predictions: Iterable[Prediction]) -> None:
+    """A second prediction for one task (one task and run, where the format has runs): SubmissionError
+    naming both."""
+    first: dict[tuple[str, str | None], str] = {}
+    for prediction in predictions:
+        key = (prediction.task.id, prediction.run)
+        if key in first:
+            what = f"task {key[0]!r}" + (f" run {key[1]!r}" if key[1] is not None else "")
+            raise SubmissionError(f"{path}: {what} is given twice: {first[key]} and {prediction.where}")
+        first[key] = prediction.where
 
 
 def _trace(task: Task, record: dict[str, Any]) -> Trace:

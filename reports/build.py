@@ -19,6 +19,7 @@ from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_runs
 from .significance import leader_line, significance_table
 from .summary import denominator_lines
+from .trajectories import trajectory_table
 
 FIGURES_DIR = "figures"
 
@@ -101,6 +102,7 @@ def assemble(data: ReportData, *, judge: ModelConfig | None = None, out: Path | 
     extra = [tables.indexing(data), significance_table(data), failures.failure_table(data)]
     extra += [judged_table(data, judged) if judged else None]
     extra += [failures.exploring_table(data, traces), failures.tool_profile(data)]
+    extra += [trajectory_table(data, traces)]  # DAB's Tables 5 and 6, when a run used DAB's tools
     found |= {t.key: t for t in extra if t is not None}
     main_keys = [key for key in found if key not in ("overview", "phases", "significance")]
     failure_keys = ("failures", "judged_failures", "exploring", "tools")

@@ -4,7 +4,16 @@
 dataset: `db_config.yaml` gives the databases, `db_description.txt` (or, with `hints=True`,
 `db_description_withhint.txt`) the schema prose, which goes to `metadata["db_description"]`.
 Only folders named `query` + digits are queries (published copies also hold e.g. `query2_abandon`).
-Task id: `<dataset>/query<N>`; gold: the query's `ground_truth.csv` and, when present, `validate.py`.
+Task id: `<dataset>/query<N>`, the dataset in the leaderboard's lower case (the final release spells some
+folders upper case, `query_PATENTS`); gold: the query's `ground_truth.csv` and, when present, `validate.py`.
+
+The final release (12 datasets, 54 queries) as the official runner presents it: the DATABASE DESCRIPTION
+is `db_description.txt`, and with hints that text, a blank line and `db_description_withhint.txt` (a
+`HINTS:` list; the pre-release's withhint file repeats the description and is shown alone);
+`metadata["official_user_message"]` is the runner's user turn (`QUERY:` … `DATABASE DESCRIPTION:` …).
+`metadata["databases"]` declares every database with its type and whether its data is here (and why
+not). Datasets with MongoDB say so (`metadata["mongo"]`, the run's warnings, the manifest and the
+report): they run on the in-process stand-in, not a MongoDB server.
 
 Data sources get absolute locations: sqlite/duckdb → the database file, postgres → the pg_dump
 `.sql` file (restoring it into a server is the tool environment's job), mongo → the mongodump
@@ -33,7 +42,7 @@ import yaml
 from ..compare.benchmark import Benchmark, BenchmarkError, TaskLoadError
 from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
 from ..compare.tool import Tool, ToolSettings
-from ..evaluators.dab import pass_at_k_table
+from ..evaluators.dab import leaderboard_pass_at_k, pass_at_k_table
 from ..evaluators.predictions import text_answer
 from ..tools import SQL_KINDS, check_kinds, offered
 from ..tools.dab import dab_tools
@@ -53,6 +62,10 @@ LOCATION_KEYS = {  # db_type -> (kind, the db_config key holding its location)
     "duckdb": (DataSourceKind.DUCKDB, "db_path"),
     "mongo": (DataSourceKind.MONGO, "dump_folder"),
 }
+MONGO_STAND_IN = (
+    "MongoDB ran on the suite's in-process stand-in (tools/mongo.py over the mongodump), not a MongoDB server "
+    "as in DAB's official setup: no MongoDB server is installable here"
+)
 # (dataset, db_path) -> (JSON Lines file, table) for SQLite databases shipped only as JSON Lines.
 ORIGIN_BUILDS = {
     ("bookreview", "query_dataset/review_query.db"): ("origin_dataset/review_query_remapped.json", "review"),
@@ -77,17 +90,58 @@ def dataset_folders(path: Path) -> list[Path]:
 
 def load_dataset(folder: Path, hints: bool, build_missing: bool) -> list[Task]:
     folder = folder.resolve()
-    name = folder.name.removeprefix("query_")
+    name = folder.name.removeprefix("query_").lower()  # the leaderboard's spelling (upstream: query_PATENTS)
     config = read_config(folder / CONFIG_FILE)
     if build_missing:
         build_missing_databases(folder, name, config)
     sources, unavailable = data_sources(folder, config)
-    description_file = folder / DESCRIPTION_FILES[hints]
-    if not description_file.is_file():
-        raise TaskLoadError(description_file, None, None, "description file not found")
-    metadata = {"dataset": name, "db_description": read_text(description_file), "db_config": config}
+    metadata = {
+        "dataset": name,
+        "db_description": official_description(folder, hints),
+        "db_config": config,
+        "databases": declared_databases(folder, config),
+    }
+    if any(client["db_type"] == "mongo" for client in config["db_clients"].values()):
+        metadata["mongo"] = MONGO_STAND_IN
     queries = sorted(query_folders(folder), key=lambda q: int(q.name.removeprefix("query")))
     return collect(queries, lambda query: query_task(query, name, sources, unavailable, metadata))
+
+
+def official_description(folder: Path, hints: bool) -> str:
+    """The DATABASE DESCRIPTION the official runner shows (`run_agent.py`, `--use_hints`): the final
+    release's db_description.txt, then a blank line and db_description_withhint.txt, which holds only a
+    `HINTS:` list; a pre-release withhint file repeats the whole description, so it is shown alone."""
+    plain = folder / DESCRIPTION_FILES[False]
+    if not hints:
+        if not plain.is_file():
+            raise TaskLoadError(plain, None, None, "description file not found")
+        return read_text(plain).strip()
+    hinted = folder / DESCRIPTION_FILES[True]
+    if not hinted.is_file():
+        raise TaskLoadError(hinted, None, None, "description file not found")
+    hint_text = read_text(hinted).strip()
+    if not hint_text.startswith("HINTS:"):
+        return hint_text  # pre-release: the description with its hints
+    if not plain.is_file():
+        raise TaskLoadError(plain, None, None, "description file not found (the hints file holds only hints)")
+    return read_text(plain).strip() + "\n\n" + hint_text
+
+
+def official_user_message(question: str, description: str) -> str:
+    """The user turn of `common_scaffold/prompts/prompt_builder.py` (`init_messages`)."""
+    return f"QUERY:\n{question.strip()}\n\nDATABASE DESCRIPTION:\n{description.strip()}"
+
+
+def declared_databases(folder: Path, config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every database of the dataset: its type, whether its data is here and, if not, why."""
+    declared = {}
+    for name, client in config["db_clients"].items():
+        kind, key = LOCATION_KEYS[client["db_type"]]
+        problem = location_problem(folder / client[key], kind)
+        declared[name] = {"db_type": client["db_type"], "available": problem is None, "reason": problem}
+        if client["db_type"] == "mongo":
+            declared[name]["engine"] = MONGO_STAND_IN
+    return declared
 
 
 def query_folders(folder: Path) -> list[Path]:
@@ -154,6 +208,7 @@ def query_task(
     ground_truth, validator = query / "ground_truth.csv", query / "validate.py"
     if not ground_truth.is_file() and not validator.is_file():
         raise TaskLoadError(query, None, "ground_truth.csv", "query has neither ground_truth.csv nor validate.py")
+    question = read_question(query / "query.json")
     return Task(
         id=f"{dataset}/{query.name}",
         benchmark=BENCHMARK,
@@ -162,7 +217,7 @@ def query_task(
         data=sources,
         unavailable=unavailable,
         context=metadata["db_description"],
-        metadata=metadata,
+        metadata={**metadata, "official_user_message": official_user_message(question, metadata["db_description"])},
         gold=Gold(
             ground_truth_file=str(ground_truth) if ground_truth.is_file() else None,
             validator=str(validator) if validator.is_file() else None,
@@ -268,6 +323,11 @@ class DataAgentBench(Benchmark):
             return tasks
         return [t.model_copy(update={"metadata": {**t.metadata, "validator_cpu_s": cpu_s}}) for t in tasks]
 
+    def warnings(self, tasks: Sequence[Task]) -> list[str]:
+        """Datasets with MongoDB databases: they run on the stand-in, not the official setup."""
+        mongo = sorted({str(t.metadata["dataset"]) for t in tasks if t.metadata.get("mongo")})
+        return [f"DAB datasets {', '.join(mongo)}: {MONGO_STAND_IN}"] if mongo else []
+
     def tools(self, task: Task, settings: ToolSettings) -> list[Tool]:
         check_kinds(task, DAB_KINDS)
         return offered(task, dab_tools(task, settings))
@@ -298,6 +358,22 @@ class DataAgentBench(Benchmark):
     def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
         return text_answer(task, record, "answer")
 
+    def submission_aggregate(self, rows: Sequence[dict[str, Any]], tasks: Sequence[Task]) -> dict[str, Any]:
+        """The leaderboard's pass@1 / pass@k (`leaderboard_pass_at_k`): a row without `correct` 1.0 failed."""
+        outcomes: dict[str, list[bool]] = {}
+        for row in rows:
+            outcomes.setdefault(row["task_id"], []).append(row.get("correct") == 1.0)
+        board = leaderboard_pass_at_k(outcomes, [task.id for task in tasks])
+        named = len(board.datasets) + len(board.datasets_without_runs)
+        metrics: dict[str, Any] = {f"pass@{k}": board.overall[k] for k in board.ks}
+        metrics["datasets averaged"] = f"{len(board.datasets)} (of {max(named, len(board.datasets))} in the task files)"
+        metrics |= {f"pass@{k} {name}": by_k[k] for name, by_k in board.datasets.items() for k in board.ks}
+        metrics["queries with runs"] = len(board.queries)
+        metrics["queries without runs (left out, as the official logic does)"] = (
+            ", ".join(board.queries_without_runs) or "none"
+        )
+        return metrics
+
     @classmethod
     def report_lines(cls, records: Sequence[ResultRecord]) -> list[str]:
         """pass@k (unbiased estimator over epochs), per dataset then stratified, per system/model."""
@@ -311,6 +387,9 @@ class DataAgentBench(Benchmark):
             lines.append(f"- {name}: {overall or 'no scored trials'} (datasets averaged equally; 95% CI)")
             for dataset, by_k in sorted(table.datasets.items()):
                 lines.append(f"  - {dataset}: " + ", ".join(f"pass@{k} {v:.3f}" for k, v in by_k.items()))
+        mongo = sorted({r.task_id.rpartition("/")[0] for r in records if any("(mongo)" in s for s in r.data_sources)})
+        if lines and mongo:
+            lines += ["", f"Datasets {', '.join(mongo)}: {MONGO_STAND_IN}; their figures are not the official setup's."]
         return ["## DAB pass@k", "", *lines] if lines else []
 
 

@@ -230,3 +230,16 @@ class DabStep(Benchmark):
 
     def prediction_answer(self, task: Task, record: dict[str, Any]) -> Answer:
         return text_answer(task, record, "agent_answer")
+
+    def submission_aggregate(self, rows: Sequence[dict[str, Any]], tasks: Sequence[Task]) -> dict[str, Any]:
+        """The leaderboard's accuracy by level (easy, hard) and overall, over the predictions given;
+        the tasks of the files without a prediction are counted, not scored."""
+        level = {task.id: task.level or "unknown" for task in tasks}
+        by_level: dict[str, list[float]] = {}
+        for row in rows:
+            by_level.setdefault(level.get(row["task_id"], "unknown"), []).append(float(row.get("correct") or 0.0))
+        metrics: dict[str, Any] = {"accuracy": sum(map(sum, by_level.values())) / max(1, len(rows))}
+        metrics |= {f"accuracy {name}": sum(v) / len(v) for name, v in sorted(by_level.items())}
+        metrics |= {f"predictions {name}": len(v) for name, v in sorted(by_level.items())}
+        metrics["tasks without a prediction"] = len(set(level) - {row["task_id"] for row in rows})
+        return metrics

@@ -240,3 +240,10 @@ class DbGorilla(Benchmark):
             if task.gold is not None
         ]
         return summarize_dbgorilla(pairs)
+
+    def submission_aggregate(self, rows: Sequence[dict[str, Any]], tasks: Sequence[Task]) -> dict[str, Any]:
+        """The published per-model figure: the mean AST score of each model's predictions."""
+        by_model: dict[str, list[float]] = {}
+        for row in rows:
+            by_model.setdefault(str(row.get("model") or "predictions"), []).append(float(row.get("ast_score") or 0.0))
+        return {f"{model} average_ast_score": sum(v) / len(v) for model, v in sorted(by_model.items())}

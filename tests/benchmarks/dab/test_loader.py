@@ -64,7 +64,7 @@ def test_dab_bookreview_tasks():
         str(root / REVIEW_DB),
     )
     assert first.metadata["dataset"] == "bookreview"
-    assert first.metadata["db_description"] == (BOOKREVIEW / "db_description.txt").read_text(encoding="utf-8")
+    assert first.metadata["db_description"] == (BOOKREVIEW / "db_description.txt").read_text(encoding="utf-8").strip()
     assert first.metadata["db_config"]["db_clients"]["books_dataset"]["db_name"] == "bookreview_db"
 
 
@@ -78,7 +78,7 @@ def test_dab_parent_folder_and_hints():
     tasks = load_dab(DAB, hints=True)
     assert [task.id for task in tasks] == ["bookreview/query1", "bookreview/query2", "bookreview/query3"]
     description = tasks[0].metadata["db_description"]
-    assert description == (BOOKREVIEW / "db_description_withhint.txt").read_text(encoding="utf-8")
+    assert description == (BOOKREVIEW / "db_description_withhint.txt").read_text(encoding="utf-8").strip()
     assert "### Hint:" in description
 
 

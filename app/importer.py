@@ -1,0 +1,144 @@
+"""`compare import <format> PATH --out RUN_DIR`: published trajectories as a run directory of ours.
+
+The run directory is the one a run writes (manifest.json, results.jsonl, traces/): `compare report`,
+the drill-down and every other command read it as they read our own runs, and an imported run renders
+beside ours in one report. Formats: `dab-trajectories` (`tasks/dab_trajectories.py`). One record per
+trial; the system is named for the agent (`dab-react`, `--system`); with the tasks (`--tasks-path`) each
+answer is scored by the benchmark's scorers (DAB: the query's validate.py, else its ground truth). The
+manifest says where the run came from and which fields the published files did not record
+(`config.imported.missing`, with the number of trials each applies to).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..compare import __version__
+from ..compare.benchmark import Benchmark
+from ..compare.model import ModelConfig
+from ..compare.runlog import Manifest, ResultRecord, RunLogWriter, ToolCallSummary
+from ..compare.scorer import score
+from ..compare.task import Task
+from ..compare.trace import Budgets, utc_now
+from ..tasks.dab_trajectories import TrajectoryError, Trial, find_trials, read_trial
+
+IMPORT_FORMATS = ("dab-trajectories",)
+DEFAULT_SYSTEM = "dab-react"
+
+
+class ImportFailed(ValueError):
+    """Nothing can be imported from PATH (names it): exit 2."""
+
+
+@dataclass
+class Imported:
+    run_dir: Path
+    trials: list[Trial]
+    records: list[ResultRecord]
+    unscored: list[str] = field(default_factory=list)  # task ids of trials with no task to score against
+    missing: dict[str, int] = field(default_factory=dict)
+
+
+def import_trajectories(
+    path: Path, out: Path, *, system: str = DEFAULT_SYSTEM, benchmark: Benchmark | None = None
+) -> Imported:
+    """Read every trial under `path` and write the run directory `out`; score with `benchmark`'s tasks."""
+    folders = find_trials(path)
+    if not folders:
+        raise ImportFailed(
+            f"{path}: no DAB trial found (…/query_<dataset>/query<N>/data_agent/run_<k>/final_agent.json)"
+        )
+    try:
+        trials = [read_trial(folder, system) for folder in folders]
+    except TrajectoryError as bad:
+        raise ImportFailed(str(bad)) from None
+    tasks = {task.id: task for task in benchmark.load()} if benchmark is not None else {}
+    scorers = benchmark.scorers if benchmark is not None else ()
+    out.mkdir(parents=True, exist_ok=True)
+    writer = RunLogWriter(out)
+    imported = Imported(out, trials, [])
+    try:
+        for trial in trials:
+            record = _record(trial, tasks.get(trial.task_id), scorers)
+            if trial.task_id not in tasks:
+                imported.unscored.append(trial.task_id)
+            writer.append(record, trial.trace)
+            imported.records.append(record)
+        imported.missing = dict(Counter(item for trial in trials for item in trial.missing))
+        notes = benchmark.warnings(list(tasks.values())) if benchmark is not None else []
+        writer.write_manifest(_manifest(path, trials, imported, benchmark, notes))
+    finally:
+        writer.close()
+    return imported
+
+
+def _record(trial: Trial, task: Task | None, scorers: tuple[str, ...]) -> ResultRecord:
+    trace, answer = trial.trace, trial.answer
+    scores: dict[str, float | None] = {}
+    scoring_error = None
+    if task is not None:
+        sheet = score(task, answer, trace, scorers)
+        scores, scoring_error = dict(sheet.scores), sheet.error
+    model = trial.model.replace("/", "_")
+    suffix = "" if trial.epoch == 1 else f".e{trial.epoch}"
+    return ResultRecord(
+        task_id=trial.task_id,
+        benchmark="dab",
+        system=trace.system,
+        model=trial.model,
+        epoch=trial.epoch,
+        question_type="factoid",
+        level=task.level if task else None,
+        status=answer.status,
+        error=answer.error,
+        answer=answer.model_dump(exclude={"status", "error"}, exclude_none=True, mode="json"),
+        question=task.question if task else None,
+        data_sources=[f"{s.name} ({s.kind.value})" for s in task.data] if task else [],
+        scores=scores,
+        scoring_error=scoring_error,
+        usage=trace.usage(),
+        latency_s=trace.wall_time_s,
+        latency_by_phase=trace.by_phase(),
+        model_calls=len(trace.model_calls),
+        tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
+        trace_file=str(Path("traces") / trace.system / model / f"{trial.task_id.replace('/', '_')}{suffix}.json"),
+    )
+
+
+def _manifest(
+    path: Path, trials: list[Trial], imported: Imported, benchmark: Benchmark | None, notes: list[str]
+) -> Manifest:
+    models = sorted({t.model for t in trials})
+    systems = sorted({t.trace.system for t in trials})
+    config = {
+        "benchmark": "dab",
+        "imported": {
+            "format": "dab-trajectories",
+            "path": str(Path(path).absolute()),
+            "trials": len(trials),
+            "missing": imported.missing,
+            "scored_with": str(benchmark.path) if benchmark is not None and benchmark.path else None,
+            "unscored_tasks": sorted(set(imported.unscored)),
+        },
+    }
+    return Manifest(
+        suite_version=__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        started_at=min((t.trace.started_at for t in trials if t.trace.started_at), default=utc_now()),
+        finished_at=utc_now(),
+        status="completed",
+        config=config,
+        models=[ModelConfig(alias=m, provider="dab-published", model_id=m) for m in models],
+        budgets=Budgets(max_steps=100, wall_time_s=3600, tool_result_max_chars=10_000, max_tokens=2_000_000),
+        systems={
+            name: {"imported": "DAB's published ReAct agent (common_scaffold)", "kind": "imported"} for name in systems
+        },
+        benchmark="dab",
+        task_ids=sorted({t.task_id for t in trials}),
+        units=len(trials),
+        benchmark_notes=notes,
+    )
