@@ -3,6 +3,7 @@
     compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
     compare --resume --out DIR        finish an interrupted run with the configuration in its manifest
     compare --resume --out DIR --retry-errors   also run again its units that ended infra_error
+    compare --resume --out DIR --retry-errors   also run again its units that ended infra_error
     compare --replay RUN_DIR          re-run a run's systems on its recorded model responses (no model)
     compare report DIR                rebuild a run directory's summary
     compare rescore DIR --out NEW     score a run's records again with today's scorers, into NEW
@@ -386,6 +387,7 @@ def _stop(plan: RunPlan, stop: BaseException) -> None:
 
 def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> list[ResultRecord]:
     from ..reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
+    from ..reports.summary import warning_lines
 
     try:
         run = read_run(run_dir)
@@ -402,6 +404,8 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Pa
     summary_file = (to or run_dir) / "summary.md"
     summary_file.write_text(summary, encoding="utf-8")
     output.print(rich_table(rows))
+    for line in warning_lines(rows):  # "lotus/gpt-5: 12 of 37 answered without running an operator"
+        console.print(f"[yellow]main step skipped:[/yellow] {line.removeprefix('- ')}", highlight=False)
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {summary_file}", highlight=False)
     return run.records
 

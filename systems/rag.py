@@ -362,6 +362,9 @@ class HippoRag(RagSystem):
         arguments = {"entities": items, "top_k": self._tools.search_top_k}
         with ctx.tool_step("ppr_search", arguments) as step:
             seeds = index.seeds(items)
+            if not seeds:  # PageRank without a seed ranks nothing of the question's: no retrieval
+                why = "no entity of the plan is in the graph" if items else "the plan named no entities"
+                ctx.warn("no_retrieval", why)
             ranked = index.rank(seeds, self._tools.search_top_k)
             matched = ", ".join(index.graph.nodes[node]["name"] for node in seeds) or "none"
             lines = [f"{p.render()}\n(PageRank {score:.4f})" for p, score in ranked]

@@ -48,12 +48,17 @@ def test_a_prose_answering_scripted_model_leaves_a_warning_the_summary_counts(
     assert f"- {system}/scripted: 2 of 2 {phrase}" in markdown([row], run.manifest)
 
 
-def test_rag_naive_that_retrieved_nothing_says_so(tmp_path, scripted_model):
+@pytest.mark.parametrize(
+    ("system", "detail"),
+    [("rag_naive", "the plan could not be read"), ("rag_hippo", "the plan named no entities")],
+)
+def test_a_rag_system_that_retrieved_nothing_says_so(tmp_path, scripted_model, system, detail):
     tasks = [t for t in load_tasks("bundled") if any(s.kind == "documents" for s in t.data)][:1]
-    plan = make_plan(tmp_path, tasks, scripted_model(prose), ["rag_naive"])
+    plan = make_plan(tmp_path, tasks, scripted_model(prose), [system])
     execute(plan)
     (record,) = read_run(plan.run_dir).records
-    assert [(w.code, w.detail) for w in record.warnings] == [("no_retrieval", "the plan could not be read")]
+    assert record.status == "completed"
+    assert [(w.code, w.detail) for w in record.warnings] == [("no_retrieval", detail)]
 
 
 def test_a_system_whose_main_step_ran_carries_no_warning(tmp_path, scripted_model):
