@@ -17,7 +17,6 @@ import hashlib
 import json
 import platform
 import statistics
-import subprocess
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -34,6 +33,8 @@ from ..compare.model import ModelConfig
 from ..compare.registry import RegistryError
 from ..compare.runlog import (
     MANIFEST_FILE,
+    RUN_LOG_SCHEMA_VERSION,
+    DriftAllowed,
     GitRevision,
     Manifest,
     ResultRecord,
@@ -53,6 +54,7 @@ from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from ..tools.python_sandbox import sandbox_mode
 from .config import ConfigError, RunConfig, check_executor, check_limits, load_plugins, missing_api_keys, resolve_models
+from .identity import identity_differences, run_identity
 from .units import (
     RunPlan,
     RunWriteError,
@@ -160,20 +162,6 @@ def _select_tasks(config: RunConfig, benchmark: Benchmark) -> list[Task]:
 # ---------------------------------------------------------------- the manifest
 
 
-def git_revision() -> GitRevision:
-    """The suite's git revision, when it runs from a checkout."""
-    source = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=source, capture_output=True, text=True, timeout=10).stdout.strip()
-
-    try:
-        sha = git("rev-parse", "HEAD")
-        return GitRevision(sha=sha or "unknown", dirty=bool(git("status", "--porcelain", "--untracked-files=no")))
-    except (OSError, subprocess.SubprocessError):
-        return GitRevision()
-
-
 def _judge_description(judge: ModelConfig | None) -> dict[str, Any] | None:
     if judge is None:
         return None
@@ -189,9 +177,13 @@ def task_hashes(tasks: list[Task]) -> dict[str, str]:
 
 
 def build_manifest(plan: RunPlan) -> Manifest:
+    """The manifest of the plan's run as it would start now; fingerprints its data files (once per run)."""
+    identity = run_identity(plan.benchmark, plan.tasks, plan.config.plugins)
+    code = identity.code
+    git = GitRevision(sha=code.commit, dirty=code.diff_sha256 is not None) if code.commit else GitRevision()
     return Manifest(
         suite_version=__version__,
-        git=git_revision(),
+        git=git,
         python=platform.python_version(),
         platform=platform.platform(),
         started_at=utc_now(),
@@ -239,14 +231,16 @@ def _described(systems: dict[str, dict[str, Any]], name: str) -> dict[str, Any] 
     return None if described is None else {k: v for k, v in described.items() if k != "indexing"}
 
 
-def manifest_differences(recorded: Manifest, current: Manifest) -> list[str]:
+def manifest_differences(recorded: Manifest, current: Manifest, ignored: tuple[str, ...] = ("out",)) -> list[str]:
     """What a run directory's manifest and the run as it would start now disagree on: the suite
-    version, the resolved configuration (the keys recorded), models, judge, systems (prompt hashes,
-    settings), how model-written Python runs, and the task set (ids, and each task's content when recorded)."""
+    version, the resolved configuration (the keys recorded but `ignored`; generation settings included),
+    models, judge, systems (prompt hashes, settings), how model-written Python runs, the task set (ids,
+    and each task's content when recorded), and what the run depends on (`identity.py`: code, plugin
+    files, scorer versions, data files)."""
     changed = []
     if recorded.suite_version != current.suite_version:
         changed.append(f"suite version: {recorded.suite_version!r} → {current.suite_version!r}")
-    config = {k: v for k, v in recorded.config.items() if k != "out"}
+    config = {k: v for k, v in recorded.config.items() if k not in ignored}
     changed += _changes("config", config, current.config, recorded_keys_only=True)
     if recorded.python_sandbox and recorded.python_sandbox != current.python_sandbox:  # e.g. bubblewrap gone
         changed.append(f"python sandbox: {recorded.python_sandbox!r} → {current.python_sandbox!r}")
@@ -258,7 +252,7 @@ def manifest_differences(recorded: Manifest, current: Manifest) -> list[str]:
     for name in recorded.systems | current.systems:
         old, new = _described(recorded.systems, name), _described(current.systems, name)
         changed += _changes(f"system {name!r}", old, new)
-    return changed + _task_changes(recorded, current)
+    return changed + _task_changes(recorded, current) + identity_differences(recorded, current)
 
 
 def _task_changes(recorded: Manifest, current: Manifest) -> list[str]:
@@ -279,16 +273,34 @@ def _some(ids: list[str], shown: int = 8) -> str:
     return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
-def check_resumable(run_dir: Path, recorded: Manifest, current: Manifest) -> None:
-    """Refuse (ConfigError) to resume a run whose configuration, suite or tasks changed since it started."""
+def check_resumable(run_dir: Path, recorded: Manifest, current: Manifest, allow_drift: bool = False) -> list[str]:
+    """Refuse (ConfigError) to resume a run whose configuration, suite, tasks, code, plugins, scorers or
+    data changed since it started; with `allow_drift`, return what changed instead."""
     changed = manifest_differences(recorded, current)
-    if changed:
-        lines = "\n".join(f"  {line}" for line in changed[:20])
-        more = f"\n  ... and {len(changed) - 20} more" if len(changed) > 20 else ""
+    if changed and not allow_drift:
         raise ConfigError(
             f"cannot resume {run_dir}: the run would mix two configurations; changed since it started:\n"
-            f"{lines}{more}\nRestore what changed, or start a new run with another --out."
+            f"{_listed(changed)}\nRestore what changed, start a new run with another --out, or (knowing the "
+            "results will mix) resume with --allow-drift, which the manifest records."
         )
+    return changed
+
+
+def check_replayable(recorded: Manifest, current: Manifest, allow_drift: bool = False) -> list[str]:
+    """Refuse (ConfigError) to replay a run whose systems, code, plugins, scorers or data changed since it
+    was recorded (a replay of other code is no replay of the run); with `allow_drift`, return the changes."""
+    changed = manifest_differences(recorded, current, ignored=("out", "cache"))  # a replay never caches
+    if changed and not allow_drift:
+        raise ConfigError(
+            f"cannot replay {current.replay_of}: changed since it was recorded:\n{_listed(changed)}\n"
+            "Restore what changed, or replay anyway with --allow-drift (recorded in the manifest)."
+        )
+    return changed
+
+
+def _listed(changed: list[str], shown: int = 20) -> str:
+    more = f"\n  ... and {len(changed) - shown} more" if len(changed) > shown else ""
+    return "\n".join(f"  {line}" for line in changed[:shown]) + more
 
 
 def replayed_run(out: str) -> str | None:
@@ -330,9 +342,11 @@ def execute(
     on_result: ProgressCallback | None = None,
     resume: bool = False,
     progress: RunProgress | None = None,
+    allow_drift: bool = False,
 ) -> Manifest:
     """Run every unit not yet in the run directory, holding its lock; returns the final manifest.
-    Raises RunDirBusy (a RunLogError) when another process holds the run directory."""
+    Raises RunDirBusy (a RunLogError) when another process holds the run directory, ConfigError when a
+    resume or replay would mix runs (`allow_drift`: go on, and record what changed)."""
     lock = RunDirLock(plan.run_dir)
     try:
         lock.acquire()
@@ -340,20 +354,24 @@ def execute(
         why = failure.strerror or str(failure)
         raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
     try:
-        return _execute(plan, on_result, resume, progress)
+        return _execute(plan, on_result, resume, progress, allow_drift)
     finally:
         lock.release()
 
 
-def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, progress: RunProgress | None) -> Manifest:
+def _execute(
+    plan: RunPlan, on_result: ProgressCallback | None, resume: bool, progress: RunProgress | None, allow_drift: bool
+) -> Manifest:
     existing, _ = read_records(plan.run_dir)
     if existing and not resume:
         raise ConfigError(f"{plan.run_dir} already holds results; use --resume to finish it or another --out")
     current = build_manifest(plan)  # the tasks as loaded, before `prepare` rewrites their data locations
     recorded = read_manifest(plan.run_dir) if resume and (plan.run_dir / MANIFEST_FILE).exists() else None
+    drift = _drift(plan, recorded, current, allow_drift)
     if recorded is not None:
-        check_resumable(plan.run_dir, recorded, current)
         recorded.task_hashes = recorded.task_hashes or current.task_hashes
+        if recorded.identity is None:  # a run log older than schema 3: what it depends on from now on
+            recorded.identity, recorded.schema_version = current.identity, RUN_LOG_SCHEMA_VERSION
     try:  # before the run directory is written: a bad dump exits cleanly
         plan.tasks = plan.benchmark.prepare(plan.tasks)
     except BenchmarkError as problem:
@@ -362,6 +380,7 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, pr
     writer: RunLogWriter | None = None
     manifest = recorded or current
     manifest.status, manifest.resumed_at = "running", utc_now() if resume else None
+    manifest.drift_allowed += drift
     manifest.python_sandbox = sandbox_mode(plan.config.tools)
     try:
         writer = RunLogWriter(plan.run_dir)
@@ -406,6 +425,18 @@ def _execute(plan: RunPlan, on_result: ProgressCallback | None, resume: bool, pr
             manifest.finished_at = utc_now()
             writer.close_with(manifest)
     return manifest
+
+
+def _drift(plan: RunPlan, recorded: Manifest | None, current: Manifest, allow_drift: bool) -> list[DriftAllowed]:
+    """Refuse a resume or a replay that would mix runs (ConfigError); with `allow_drift`, what changed."""
+    changes: list[DriftAllowed] = []
+    if plan.replay is not None and recorded is None:  # a replay starts: against the run it replays
+        changed = check_replayable(plan.replay.run.manifest, current, allow_drift)
+        changes += [DriftAllowed(at=utc_now(), by="replay", changes=changed)] if changed else []
+    if recorded is not None:
+        changed = check_resumable(plan.run_dir, recorded, current, allow_drift)
+        changes += [DriftAllowed(at=utc_now(), by="resume", changes=changed)] if changed else []
+    return changes
 
 
 def _run_pending(

@@ -8,6 +8,7 @@ outside a benchmark's own module asks which benchmark it is: the runner, `compar
     tools(task, settings)        the task's tools over its real data
     prepare(tasks) / close()     data set up for a run and torn down (e.g. PostgreSQL restores)
     warnings(tasks)              what is missing from the data, printed before a run
+    data_files(tasks)            the files agents and scorers read (fingerprinted: runs cannot drift)
     scorers                      names of the scorers that apply (`compare.scorer.SCORERS`)
     rules                        earlier revisions of the official rule, by name (`compare score --rule`)
     harness                      run settings of the benchmark's official harness (budgets, ...)
@@ -115,6 +116,21 @@ class Benchmark(ABC):
     def warnings(self, tasks: Sequence[Task]) -> list[str]:
         return []
 
+    def data_files(self, tasks: Sequence[Task]) -> list[Path]:
+        """Every file an agent or scorer of these tasks may read (folders walked): the data sources'
+        files, each task's data folder, DAB's validator and ground truth. The manifest records a
+        fingerprint of each, so `--resume` and `--replay` refuse data edited since the run started.
+        Override when the benchmark reads other files, or only some of a folder."""
+        files: set[Path] = set()
+        for task in tasks:
+            locations = [s.location for s in task.data if s.location and "://" not in s.location]
+            base = task.data_dir
+            paths = [base / p if base is not None and not Path(p).is_absolute() else Path(p) for p in locations]
+            if task.gold is not None:
+                paths += [Path(p) for p in (task.gold.validator, task.gold.ground_truth_file) if p]
+            files.update(walk_files([*paths, *([base] if base is not None else [])]))
+        return sorted(files)
+
     def prepare(self, tasks: list[Task]) -> list[Task]:
         """Set up the data of a run (the tasks may come back rewritten); raise BenchmarkError."""
         return tasks
@@ -144,6 +160,23 @@ class Benchmark(ABC):
     @classmethod
     def summary(cls) -> str:
         return cls.description or (cls.__doc__ or "").strip().split("\n", 1)[0].strip()
+
+
+def walk_files(paths: Sequence[Path]) -> list[Path]:
+    """The files among `paths`, a folder's files recursively (hidden ones skipped), absolute; a path that
+    does not exist is left out (the loaders say what is missing)."""
+    files = []
+    for path in paths:
+        path = path.absolute()
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files += [p for p in path.rglob("*") if p.is_file() and not _hidden(p.relative_to(path))]
+    return files
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
 
 
 BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmarks")

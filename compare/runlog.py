@@ -38,7 +38,10 @@ from .model import ModelConfig
 from .task import AnswerStatus
 from .trace import Budgets, PhaseTotals, RunWarning, Trace, Usage, utc_now
 
-RUN_LOG_SCHEMA_VERSION = 2  # 1: the untyped log (no schema_version); 2: typed, versioned
+# 1: the untyped log (no schema_version); 2: typed, versioned; 3: the manifest records what a run depends on
+# (code, plugin files, scorer versions, data files: `RunIdentity`), drift allowed on resume, and rescoring.
+# Each version reads the older ones: a field added since reads as empty (nothing recorded, nothing compared).
+RUN_LOG_SCHEMA_VERSION = 3
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.jsonl"
 CALLS_FILE = "calls.jsonl"
@@ -65,6 +68,58 @@ def redact_credentials(text: str) -> str:
 class GitRevision(BaseModel):
     sha: str = "unknown"
     dirty: bool | None = None
+
+
+class CodeIdentity(BaseModel):
+    """The code a run ran. From a checkout: its commit, a hash of the committed files that make the suite
+    (tests and Markdown left out, so a commit of those alone changes nothing) and a hash of the
+    uncommitted changes (None: a clean tree), so a dirty tree whose diff is unchanged resumes.
+    Installed: a hash of the package's files."""
+
+    source: Literal["checkout", "package", "unknown"]
+    commit: str | None = None
+    tree_sha256: str | None = None
+    diff_sha256: str | None = None
+    package_sha256: str | None = None
+
+
+class DataFile(BaseModel):
+    """A data file as the run found it. Files up to a few MB are hashed whole; a larger file by its size
+    and sampled blocks (fast on a database of GBs), with its modification time, since an edit between
+    the samples would not show in them."""
+
+    size: int
+    sha256: str
+    sampled: bool = False
+    mtime_ns: int | None = None  # recorded for sampled files only
+
+
+class RunIdentity(BaseModel):
+    """What a run's results depend on besides its configuration: `--resume` and `--replay` refuse when
+    any of it changed since the run started (unless `--allow-drift`, which the manifest records)."""
+
+    code: CodeIdentity
+    plugin_files: dict[str, str] = Field(default_factory=dict)  # plugin -> sha256 of its file(s)
+    scorers: dict[str, str] = Field(default_factory=dict)  # scorer name -> its declared version
+    data_files: dict[str, DataFile] = Field(default_factory=dict)  # absolute path -> fingerprint
+    data_files_s: float = 0.0  # seconds taken to fingerprint the data files
+
+
+class DriftAllowed(BaseModel):
+    """A `--resume` or `--replay` told to go on although what the run depends on changed."""
+
+    at: str
+    by: Literal["resume", "replay"]
+    changes: list[str]
+
+
+class Rescored(BaseModel):
+    """`compare rescore`: this run's records are another run's, scored again with the scorers of `identity`."""
+
+    source: str  # the run directory scored again (left untouched)
+    at: str
+    scorers_before: dict[str, str] = Field(default_factory=dict)  # {} when the source recorded none
+    code: CodeIdentity | None = None  # the code that scored again
 
 
 class Manifest(BaseModel):

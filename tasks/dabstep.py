@@ -213,6 +213,11 @@ class DabStep(Benchmark):
             staged.append(_in_view(task, views[task.data_dir]))
         return staged
 
+    def data_files(self, tasks: Sequence[Task]) -> list[Path]:
+        """The context files (what the run's view holds), not the rest of the published folder."""
+        folders = {task.data_dir for task in tasks if task.data_dir is not None}
+        return sorted(folder / name for folder in folders for name in CONTEXT_FILES if (folder / name).is_file())
+
     def close(self) -> None:
         for view in self._views:
             shutil.rmtree(view, ignore_errors=True)
