@@ -3,7 +3,6 @@
     compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
     compare --resume --out DIR        finish an interrupted run with the configuration in its manifest
     compare --resume --out DIR --retry-errors   also run again its units that ended infra_error
-    compare --resume --out DIR --retry-errors   also run again its units that ended infra_error
     compare --replay RUN_DIR          re-run a run's systems on its recorded model responses (no model)
     compare report DIR                rebuild a run directory's summary
     compare rescore DIR --out NEW     score a run's records again with today's scorers, into NEW
@@ -644,7 +643,7 @@ def tasks_command(
     }
     if ids:
         for task in loaded:
-            output.print(f"{task.id}\t{task.level or '-'}\t{task.question_type.value}", highlight=False, markup=False)
+            typer.echo(f"{task.id}\t{task.level or '-'}\t{task.question_type.value}")  # tabs kept: for scripts
         return
     if as_json:
         output.print_json(json.dumps(report))
@@ -751,7 +750,8 @@ def _metric_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="Scores (mean with 95% bootstrap CI)")
     for column in ("metric", "n", "mean", "95% CI"):
         table.add_column(column, justify="left" if column == "metric" else "right")
-    metrics = sorted({key for row in rows for key, value in row.items() if isinstance(value, int | float)})
+    numeric = {key for row in rows for key, value in row.items() if isinstance(value, int | float)}
+    metrics = sorted(numeric - {"epoch"})  # a row's epoch numbers its run, it is no score
     for metric in metrics:
         values = [float(row[metric]) for row in rows if isinstance(row.get(metric), int | float)]
         mean, low, high = bootstrap_ci(values)

@@ -53,9 +53,21 @@ from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from ..tools.python_sandbox import sandbox_mode
-from .config import ConfigError, RunConfig, check_executor, check_limits, load_plugins, missing_api_keys, resolve_models
+from .config import (
+    ConfigError,
+    RunConfig,
+    check_base_url_flag,
+    check_executor,
+    check_limits,
+    check_out,
+    check_task_sizes,
+    load_plugins,
+    missing_api_keys,
+    resolve_models,
+)
 from .identity import identity_differences, run_identity
 from .units import (
+    RunDirUnwritable,
     RunPlan,
     RunWriteError,
     Unit,
@@ -81,6 +93,8 @@ def plan_run(config: RunConfig) -> RunPlan:
     judge = resolve_models([config.judge], config)[0] if config.judge else None
     check_executor(config)
     check_limits(config)
+    check_base_url_flag(config)
+    check_out(config)
     missing = missing_api_keys([*models, judge] if judge else models)
     if missing:
         lines = [f"  {var} (needed by {', '.join(aliases)})" for var, aliases in missing.items()]
@@ -89,6 +103,7 @@ def plan_run(config: RunConfig) -> RunPlan:
             "(or run offline with the embedded model: --models local)"
         )
     systems, benchmark, tasks = _systems_and_tasks(config)
+    check_task_sizes(tasks, config)
     out = Path(config.out) if config.out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{config.benchmark}"
     return RunPlan(config, benchmark, tasks, systems, models, out, judge)
 
@@ -352,7 +367,7 @@ def execute(
         lock.acquire()
     except OSError as failure:  # a read-only folder, a full disk: nothing ran
         why = failure.strerror or str(failure)
-        raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
+        raise RunDirUnwritable(f"cannot write the run directory {plan.run_dir}: {why}") from failure
     try:
         return _execute(plan, on_result, resume, progress, allow_drift)
     finally:
@@ -404,6 +419,7 @@ def _execute(
             manifest.systems,
             setup_provider(plan),
             on_start=lambda system, model: stage(f"preparing {system}/{model} (indexes are built once and cached)"),
+            generation=plan.config.generation,
         )
         stage("")
         _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress, manifest.model_load_s)

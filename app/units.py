@@ -21,10 +21,13 @@ from ..compare.context import EndpointFactory, RunContext
 from ..compare.limits import RateLimitedProvider, RateLimiter
 from ..compare.model import (
     REQUEST_FAULTS,
+    CallContext,
     MeteredModel,
     ModelConfig,
     ModelError,
     ModelProvider,
+    ModelRequest,
+    ModelResponse,
     failure_status,
     get_provider,
 )
@@ -47,6 +50,10 @@ from .config import RunConfig
 class RunWriteError(Exception):
     """The run directory could not be written (a full disk, a read-only folder): the run stopped.
     What was written is kept; `--resume` finishes the run once the cause is fixed."""
+
+
+class RunDirUnwritable(RunWriteError):
+    """The run directory could not even be created or locked: nothing ran, so there is nothing to resume."""
 
 
 class WorkerLost(RunWriteError):
@@ -179,7 +186,40 @@ def _spent(attempt: str, unit: Unit, role: str, step: ModelCallStep | None = Non
     fields: dict[str, object] = {"attempt": attempt, "task_id": task_id, "system": system, "model": model}
     if step is not None:
         fields |= {"usage": step.usage, "success": step.success, "cached": step.cached is not None}
+        fields["attempts"] = step.attempts
     return SpentCall.model_validate({**fields, "epoch": epoch, "role": role, "in_flight": in_flight})
+
+
+class SentJournal(ModelProvider):
+    """`inner` with each request journaled before it is sent (a `sent` line in calls.jsonl), so a request
+    that `kill -9` cuts off is still counted: sent, never answered, usage unknown. The line is made once per
+    unit and written with one write and flush, no fsync: a written line outlives the process (the kernel
+    holds it); only a crash of the machine itself could lose it."""
+
+    name = "journaled"
+
+    def __init__(self, inner: ModelProvider, writer: SpendSink, line: SpentCall) -> None:
+        self.inner = inner
+        self.attempt_deadline = inner.attempt_deadline
+        self._writer, self._sent, self._unsent = writer, line, line.model_copy(update={"sent": -1})
+
+    def complete(
+        self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
+    ) -> ModelResponse:
+        self._journal(self._sent)
+        try:
+            return self.inner.complete(request, config, timeout_s=timeout_s, context=context)
+        except ModelError as error:
+            if error.attempts == 0:  # refused before anything left (a bad setting): not sent after all
+                self._journal(self._unsent)
+            raise
+
+    def _journal(self, line: SpentCall) -> None:
+        with contextlib.suppress(OSError):  # a full disk stops the run at its next record, not inside a call
+            self._writer.spent(line)
+
+    def prepare(self, config: ModelConfig) -> None:
+        self.inner.prepare(config)
 
 
 def _journal(writer: SpendSink | None, attempt: str, unit: Unit, role: str) -> Journal | None:
@@ -218,14 +258,16 @@ def run_unit(
     if task.max_steps is not None:
         budgets = budgets.model_copy(update={"max_steps": task.max_steps})
     attempt, attempts = uuid.uuid4().hex[:16], attempts or Attempts()
-    provider = _provider_for(unit, plan, unit.model, "system")
+    provider = _provider_for(unit, plan, unit.model, "system", _sent_line(writer, attempt, unit, "system"))
     trace = Trace(task_id=task.id, system=unit.system, model=unit.model.alias)
     recorder = UnitRecorder(trace, budgets, provider, _journal(writer, attempt, unit, "system"))
     attempts.start(attempt, unit, recorder)
     try:
         answer = _answer(unit, plan, recorder, endpoint)
         trace = recorder.finish(answer.status, answer.error)
-        judge, judge_recorder = _judge_for(unit, plan, _journal(writer, attempt, unit, "judge"))
+        judge, judge_recorder = _judge_for(
+            unit, plan, _journal(writer, attempt, unit, "judge"), _sent_line(writer, attempt, unit, "judge")
+        )
         if judge_recorder is not None:
             attempts.start(attempt, unit, judge_recorder)
         sheet = score(task, answer, trace, plan.benchmark.scorers, judge)  # a failing scorer scores its metrics 0
@@ -238,12 +280,20 @@ def run_unit(
     return UnitResult(record, trace, judge_trace)
 
 
-def _provider_for(unit: Unit, plan: RunPlan, model: ModelConfig, role: str) -> KeyedProvider:
+def _sent_line(writer: SpendSink | None, attempt: str, unit: Unit, role: str) -> tuple[SpendSink, SpentCall] | None:
+    return None if writer is None else (writer, _spent(attempt, unit, role).model_copy(update={"sent": 1}))
+
+
+def _provider_for(
+    unit: Unit, plan: RunPlan, model: ModelConfig, role: str, sent: tuple[SpendSink, SpentCall] | None = None
+) -> KeyedProvider:
     """The unit's provider: its recorded responses (--replay), the registered provider through the
-    response cache (--cache), or the registered provider."""
+    response cache (--cache), or the registered provider; with `sent`, each request it sends is journaled first."""
     if plan.replay is not None:
         return plan.replay.provider(unit.key, "judge" if role == "judge" else "system")
     inner = get_provider(model.provider)
+    if sent is not None:  # innermost: a cached call or a rate limit's refusal sends nothing
+        inner = SentJournal(inner, *sent)
     limiter = plan.limiter
     if limiter is not None and limiter.applies_to(model):  # under the cache: a cached call takes no capacity
         inner = RateLimitedProvider(inner, limiter)
@@ -270,15 +320,18 @@ def _replay_miss(answer: Answer, *providers: KeyedProvider | None) -> Answer:
     return answer
 
 
-def _judge_for(unit: Unit, plan: RunPlan, journal: Journal | None) -> tuple[MeteredModel | None, UnitRecorder | None]:
+def _judge_for(
+    unit: Unit, plan: RunPlan, journal: Journal | None, sent: tuple[SpendSink, SpentCall] | None = None
+) -> tuple[MeteredModel | None, UnitRecorder | None]:
     """The judge's metered model with its own trace, for report tasks when the run has a judge model."""
     task, judge = unit.task, plan.judge
     if judge is None or task.question_type != QuestionType.REPORT:
         return None, None
-    provider = _provider_for(unit, plan, judge, "judge")
+    provider = _provider_for(unit, plan, judge, "judge", sent)
     trace = Trace(task_id=task.id, system=f"judge:{unit.system}", model=judge.alias)
     recorder = UnitRecorder(trace, JUDGE_BUDGETS, provider, journal)
-    return MeteredModel(judge, provider, recorder, system="judge", retries=plan.config.retries), recorder
+    retries, generation = plan.config.retries, plan.config.judge_generation  # the judge samples by its own settings
+    return MeteredModel(judge, provider, recorder, system="judge", retries=retries, generation=generation), recorder
 
 
 def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: EndpointFactory | None) -> Answer:
@@ -292,7 +345,14 @@ def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: Endpoin
     except Exception as failure:  # ours, counted: only the benchmark's `task.unavailable` leaves a task out
         why = f"building the task's tools failed: {type(failure).__name__}: {failure}"
         return Answer(status="error", error=f"{why}\n{traceback.format_exc(limit=8)}")
-    model = MeteredModel(unit.model, recorder.provider, recorder, system=unit.system, retries=plan.config.retries)
+    model = MeteredModel(
+        unit.model,
+        recorder.provider,
+        recorder,
+        system=unit.system,
+        retries=plan.config.retries,
+        generation=plan.config.generation,
+    )
     agent_view = task.for_agent()
     ctx = RunContext(agent_view, env, model, endpoint=endpoint)
     recorder.start()
@@ -373,6 +433,7 @@ def _result_record(
         warnings=trace.warnings,
         judge_usage=judge_trace.usage() if judge_trace else None,
         judge_trace_file=unit.trace_file.removesuffix(".json") + ".judge.json" if judge_trace else None,
+        generation_asked=trace.generation_asked(),
     )
 
 

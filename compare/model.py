@@ -49,6 +49,28 @@ class ModelRequest(BaseModel):
     response_schema: dict[str, Any] | None = None  # structured output instead of free text
     temperature: float | None = None
     max_output_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+
+GENERATION_FIELDS = ("temperature", "top_p", "seed", "max_output_tokens")
+
+
+class GenerationSettings(BaseModel):
+    """The sampling settings of every request of a run (`generation:`; the judge's `judge_generation:`).
+    The gateway sends exactly these: a field set here overrides what a system or its library asked for,
+    a field left unset is removed from every request, so the provider's default applies alike to all."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    max_output_tokens: int | None = Field(default=None, gt=0)
+
+    def sent(self) -> dict[str, float | int]:
+        """The fields every request carries (the unset ones are removed)."""
+        return self.model_dump(exclude_none=True)
 
 
 class ModelResponse(BaseModel):
@@ -66,8 +88,8 @@ class ModelResponse(BaseModel):
 class Price(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input_per_mtok: float = 0.0  # USD per million input tokens
-    output_per_mtok: float = 0.0  # USD per million output tokens (reasoning included)
+    input_per_mtok: float = Field(default=0.0, ge=0)  # USD per million input tokens
+    output_per_mtok: float = Field(default=0.0, ge=0)  # USD per million output tokens (reasoning included)
 
     def cost(self, usage: Usage) -> float:
         return (usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok) / 1e6
@@ -82,6 +104,9 @@ class ModelConfig(BaseModel):
     provider: str  # a registered provider name (`compare models` lists them)
     model_id: str
     base_url: str | None = None
+    # HTTP Basic auth from the base URL's user info (`http://user:password@host/v1`) is meant: without it
+    # such a URL is refused, since the key then never reaches the server and the password the logs.
+    basic_auth: bool = False
     api_key_env: str | None = None  # the *name* of the variable holding the key; never the key
     price: Price | None = None
     context_window: int | None = None
@@ -90,7 +115,8 @@ class ModelConfig(BaseModel):
 
 class ModelError(Exception):
     """A model call (or one attempt of it) failed. `retryable` failures are retried by `MeteredModel`
-    under the run's `RetrySettings`; `retry_after_s` is the server's Retry-After."""
+    under the run's `RetrySettings`; `retry_after_s` is the server's Retry-After; `usage` the tokens (and
+    cost) the provider reported for the failed attempt, which count in the trace and the budgets."""
 
     def __init__(
         self,
@@ -102,6 +128,7 @@ class ModelError(Exception):
         retryable: bool = False,
         kind: str | None = None,
         retry_after_s: float | None = None,
+        usage: Usage | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
@@ -110,6 +137,7 @@ class ModelError(Exception):
         self.retryable = retryable
         self.kind = kind or ("server_error" if retryable else "error")
         self.retry_after_s = retry_after_s
+        self.usage = usage  # what the provider reported (and billed) for the failed attempt, if anything
 
 
 # Failures caused by what the system sent (`ModelError.kind`): the provider refused the request (HTTP
@@ -243,8 +271,10 @@ class MeteredModel:
         system: str,
         retries: RetrySettings | None = None,
         call_timeout_s: float | None = None,  # overrides retries.call_timeout_s
+        generation: GenerationSettings | None = None,  # None: each request as the system asked
     ) -> None:
         self.config = config
+        self.generation = generation
         self.provider = provider
         self.recorder = recorder
         self.system = system
@@ -264,20 +294,24 @@ class MeteredModel:
         response_schema: dict[str, Any] | None = None,
         temperature: float | None = None,
         max_output_tokens: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
         agent: str | None = None,
         via_http: bool = False,
     ) -> ModelResponse:
-        """One model call: admitted by the budgets, retried, timed, priced, phase-labelled and traced."""
+        """One model call: admitted by the budgets, retried, timed, priced, phase-labelled and traced.
+        The sampling settings sent are the run's (`generation`); what the system asked for is recorded."""
         recorder = self.recorder
         phase = recorder.phases.before_model_call(agent, [tool.name for tool in tools or []])
         recorder.admit_model_call()
+        asked = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
+        asked = {name: value for name, value in asked.items() if value is not None}
         request = ModelRequest(
             messages=messages,
             tools=tools or [],
             tool_choice=tool_choice,
             response_schema=response_schema,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
+            **(asked if self.generation is None else self.generation.sent()),
         )
         context = CallContext(
             task_id=recorder.trace.task_id,
@@ -287,12 +321,13 @@ class MeteredModel:
             agent=agent,
             retries=self.retries,
         )
-        call = _Call(agent, utc_now(), time.perf_counter(), via_http)
+        call = _Call(agent, utc_now(), time.perf_counter(), via_http, asked=asked or None)
         # The call's hard deadline: its own timeout, never past the task's wall time (at least 1 s to try).
         call.deadline = call.start + max(1.0, min(self.call_timeout_s, recorder.remaining_s()))
         try:
             response = self._attempts(request, context, call)
         except ModelError as error:
+            call.paid = self._price(_with_paid_attempts(Usage(), call.failed))  # billed although the call failed
             self._record(call, recorder.phases.after_model_call(agent, phase, []), None, error)
             if recorder.remaining_s() <= 0:  # the call was cut short by the task's wall-time budget
                 raise recorder.refuse("time_limit", f"wall-time limit reached during a model call: {error}") from error
@@ -321,7 +356,7 @@ class MeteredModel:
                     raise
                 call.extra_attempts += max(0, error.attempts - 1)  # a provider that retried on its own
                 call.queued_s += error.queue_s  # waiting for the model (a rate limit, its lock) before the attempt
-                failure = self._failed(number, started, error, None)
+                failure = self._failed(number, started, error, error.usage)
                 call.failed.append(failure)
                 retry_after = error.retry_after_s
                 if not error.retryable or not self._wait(call, number, retry_after, failure):
@@ -365,14 +400,15 @@ class MeteredModel:
         call.backoff_s += wait
         return True
 
-    def _price(self, usage: Usage) -> None:
+    def _price(self, usage: Usage) -> Usage:
         if usage.cost_source == "provider":
-            return
+            return usage
         if self.config.price and (self.config.price.input_per_mtok or self.config.price.output_per_mtok):
             usage.cost_usd = self.config.price.cost(usage)
             usage.cost_source = "price_table"
         else:
             usage.cost_usd, usage.cost_source = 0.0, "free"
+        return usage
 
     def _record(self, call: _Call, phase: Phase, response: ModelResponse | None, error: ModelError | None) -> None:
         message = response.message if response else None
@@ -388,7 +424,7 @@ class MeteredModel:
                 duration_s=time.perf_counter() - call.start,
                 start_s=self.recorder.clock(call.start),
                 queue_s=call.queued_s + (response.queue_s if response else 0.0),  # every attempt's queueing
-                usage=response.usage if response else Usage(),
+                usage=response.usage if response else call.paid or Usage(),
                 success=error is None,
                 error=str(error) if error else None,
                 finish_reason=response.finish_reason if response else None,
@@ -398,6 +434,7 @@ class MeteredModel:
                 via_http=call.via_http,
                 backoff_s=call.backoff_s,
                 failed_attempts=call.failed,
+                generation_asked=call.asked,
             )
         )
 
@@ -406,6 +443,8 @@ def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
     """The call's usage with the tokens of unusable replies that were paid for (a retried defect);
     priced by the table afterwards unless the provider reported the cost."""
     for extra in (attempt.usage for attempt in failed if attempt.usage is not None):
+        if extra.cost_source == "provider" and not usage.total_tokens:  # nothing else to price: keep its cost
+            usage.cost_source = "provider"
         usage.input_tokens += extra.input_tokens  # in place: the response keeps its one Usage object
         usage.output_tokens += extra.output_tokens
         usage.reasoning_tokens += extra.reasoning_tokens
@@ -425,3 +464,5 @@ class _Call:
     backoff_s: float = 0.0
     queued_s: float = 0.0  # queueing of the failed attempts (a rate limit's wait), not model latency
     extra_attempts: int = 0  # attempts a provider made on its own inside one of ours (legacy providers)
+    asked: dict[str, float | int] | None = None  # the sampling settings the system asked for
+    paid: Usage | None = None  # a failed call: what its failed attempts were billed

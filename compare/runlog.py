@@ -23,6 +23,7 @@ is whole JSON but lost only its newline is kept).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -57,12 +58,51 @@ class RunLogError(Exception):
 # user:password@ in any URL, and credential-like query parameters (…?api_key=…).
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"']+):([^\s/@\"']*)@")
 _URL_SECRET_PARAMETER = re.compile(r"([?&](?:api[_-]?key|key|token|access_token|password|secret)=)[^&\s\"']+", re.I)
+# An Authorization header's value (`Bearer sk-…`, `Basic YWxp…`) echoed back by a server or a proxy.
+_HEADER_CREDENTIAL = re.compile(r"\b(Bearer|Basic)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+
+
+def _header_value(match: re.Match[str]) -> str:
+    """The header masked when its value looks like a credential (prose such as "Basic statistics" stays):
+    Basic: base64 of `user:password`; Bearer: a token with a digit."""
+    scheme, space, value = match.groups()
+    if scheme == "Basic":
+        try:
+            secret = b":" in base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        except ValueError:
+            secret = False
+    else:
+        secret = any(c.isdigit() for c in value)
+    return f"{scheme}{space}***" if secret else match.group(0)
+
+
+_MIN_SECRET = 5  # a shorter "secret" would mask ordinary words everywhere
+_secrets: tuple[str, ...] = ()  # longest first; only ever replaced whole, so readers need no lock
+
+
+def register_secret(value: str | None, *, user: str | None = None) -> None:
+    """Mask `value` (an API key, a URL's password) in everything redacted from now on, with the forms
+    it comes back in: base64 of it and, with `user`, base64 of `user:value` (a Basic auth header)."""
+    global _secrets
+    if not value or len(value) < _MIN_SECRET:
+        return
+    raw = [value, f"{user}:{value}"] if user is not None else [value]
+    encoded = [base64.b64encode(item.encode()).decode() for item in raw]
+    urlsafe = [item.replace("+", "-").replace("/", "_") for item in encoded]
+    forms = {value, *encoded, *urlsafe, *(item.rstrip("=") for item in [*encoded, *urlsafe])}
+    _secrets = tuple(sorted(set(_secrets) | forms, key=len, reverse=True))
 
 
 def redact_credentials(text: str) -> str:
-    """`text` with the password of every URL (`scheme://user:***@host`) and credential query
-    parameters masked. Everything the run log writes passes through here; so do error messages."""
-    return _URL_SECRET_PARAMETER.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
+    """`text` with the password of every URL (`scheme://user:***@host`), credential query parameters,
+    Authorization header values and every registered secret (`register_secret`) masked. Everything the
+    run log and the reports write passes through here; so do error messages."""
+    text = _URL_SECRET_PARAMETER.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
+    text = _HEADER_CREDENTIAL.sub(_header_value, text)
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
 
 
 class GitRevision(BaseModel):
@@ -200,6 +240,8 @@ class ResultRecord(BaseModel):
     # `usage` (it was paid), and their attempt ids (their lines in results.jsonl are superseded by this one).
     retried_usage: Usage | None = None
     retried_attempts: list[str] = Field(default_factory=list)
+    # The sampling settings the system asked for (setting → value → model calls); sent was `generation:`.
+    generation_asked: dict[str, dict[str, int]] = Field(default_factory=dict)
     # The task as its question (added within schema 2: records written before read as None/[]).
     question: str | None = None
     data_sources: list[str] = Field(default_factory=list)  # "name (kind)" of each data source
@@ -210,7 +252,8 @@ class ResultRecord(BaseModel):
 
 
 class SpentCall(BaseModel):
-    """A line of the spend journal (calls.jsonl): a finished model call of a unit's attempt, or (with
+    """A line of the spend journal (calls.jsonl): a finished model call of a unit's attempt; (with `sent`)
+    a request about to be sent, journaled before it leaves so that `kill -9` cannot lose it; or (with
     `in_flight`) the calls an attempt had sent when a graceful stop cut it short."""
 
     attempt: str
@@ -223,6 +266,8 @@ class SpentCall(BaseModel):
     success: bool = True
     cached: bool = False
     in_flight: int = 0  # sent, never answered: their usage is unknown
+    sent: int = 0  # 1: a request of the attempt is being sent (-1: it was refused before it left after all)
+    attempts: int = 1  # the requests a finished call sent (its retries included; 0: none left)
 
 
 class InterruptedSpend(BaseModel):
@@ -234,7 +279,7 @@ class InterruptedSpend(BaseModel):
     model: str
     epoch: int
     model_calls: int = 0
-    in_flight_calls: int = 0  # sent when a graceful stop came; their usage is unknown
+    in_flight_calls: int = 0  # requests sent and never answered (kill -9, a stop): their usage is unknown
     usage: Usage = Field(default_factory=Usage)
 
 
@@ -378,6 +423,7 @@ def read_spend_journal(run_dir: Path, records: list[ResultRecord]) -> SpendJourn
     finished = {record.attempt for record in records if record.attempt}
     finished |= {attempt for record in records for attempt in record.retried_attempts}  # superseded, counted there
     spent: dict[str, InterruptedSpend] = {}
+    requests: dict[str, list[int]] = {}  # attempt -> [requests sent, requests of finished calls]
     warnings = journal.warnings
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -387,15 +433,22 @@ def read_spend_journal(run_dir: Path, records: list[ResultRecord]) -> SpendJourn
         except ValidationError:
             warnings.append(f"{path}:{number}: unreadable line (cut by a crash?); that call's usage is not counted")
             continue
-        journal.calls += 0 if call.in_flight else 1
+        finished_call = not (call.in_flight or call.sent)
+        journal.calls += finished_call
         journal.cached_calls += call.cached
         if call.attempt in finished:
             continue
         unit = call.model_dump(include={"attempt", "task_id", "system", "model", "epoch"})
         entry = spent.setdefault(call.attempt, InterruptedSpend(**unit))
-        entry.model_calls += 0 if call.in_flight else 1
-        entry.in_flight_calls += call.in_flight
-        _add_usage(entry.usage, call.usage)
+        entry.model_calls += finished_call
+        entry.in_flight_calls = max(entry.in_flight_calls, call.in_flight)  # a graceful stop's count
+        counts = requests.setdefault(call.attempt, [0, 0])
+        counts[0] += call.sent
+        counts[1] += call.attempts if finished_call and not call.cached else 0
+        if finished_call:
+            _add_usage(entry.usage, call.usage)
+    for attempt, (sent, answered) in requests.items():  # requests journaled as sent that no finished call holds
+        spent[attempt].in_flight_calls = max(spent[attempt].in_flight_calls, sent - answered)
     journal.interrupted = list(spent.values())
     return journal
 
@@ -498,6 +551,22 @@ class RunLogWriter:
 
 class RunDirBusy(RunLogError):
     """Another process is writing this run directory."""
+
+
+def run_dir_holder(run_dir: Path) -> str | None:
+    """Who is writing `run_dir` now (`pid …, since …`), or None when no process holds its lock. Reads only:
+    `compare report` asks before it writes beside a run's own files."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close below
+        return None
+    except BlockingIOError:
+        return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+    finally:
+        os.close(fd)
 
 
 class RunDirLock:

@@ -103,6 +103,8 @@ class ModelCallStep(BaseModel):
     # duration_s spans the whole call; retries' backoff sleeps are part of it but not model time:
     backoff_s: float = 0.0  # the part of duration_s slept between attempts (the `backoff` bucket of by_phase)
     failed_attempts: list[FailedAttempt] = Field(default_factory=list)  # attempts - 1 on success, attempts on failure
+    # The sampling settings the system (or its library) asked for; what was sent is the run's `generation:`.
+    generation_asked: dict[str, float | int] | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -219,6 +221,14 @@ class Trace(BaseModel):
     def backoff_s(self) -> float:
         return sum(step.backoff_s for step in self.model_calls)
 
+    def generation_asked(self) -> dict[str, dict[str, int]]:
+        """Per sampling setting, the values the system asked for and in how many model calls."""
+        asked: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for step in self.model_calls:
+            for name, value in (step.generation_asked or {}).items():
+                asked[name][str(value)] += 1
+        return {name: dict(values) for name, values in asked.items()}
+
     def provider_errors(self) -> int:
         """Failed attempts (each error a provider gave, retried or final)."""
         return sum(len(step.failed_attempts) for step in self.model_calls)
@@ -324,10 +334,12 @@ class Budgets(BaseModel):
 
     model_config = ConfigDict(extra="forbid")  # a misspelt budget must not be ignored
 
-    max_steps: int = Field(default=12, gt=0)  # model calls per task
-    max_tokens: int = Field(default=60_000, gt=0)  # input + output tokens per task
+    # strict: `max_steps: true` is no number of steps (lax validation would make it 1)
+    max_steps: int = Field(default=12, gt=0, strict=True)  # model calls per task
+    max_tokens: int = Field(default=60_000, gt=0, strict=True)  # input + output tokens per task
     wall_time_s: float = Field(default=300.0, gt=0)
-    tool_result_max_chars: int = Field(default=4_000, gt=0)  # what a tool result may put into the model's context
+    # what a tool result may put into the model's context
+    tool_result_max_chars: int = Field(default=4_000, gt=0, strict=True)
 
 
 class BudgetExceeded(Exception):

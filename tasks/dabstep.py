@@ -64,6 +64,7 @@ def load_dabstep(path: Path) -> list[Task]:
     """The tasks of a DABstep folder or tasks file (see the module docstring). Raises TaskLoadError
     (TaskLoadErrors when several lines are bad)."""
     tasks_file, context = _locate(Path(path))
+    _refuse_unreadable(context)
     merchants = _merchant_names(context / MERCHANTS_FILE)
     seen: set[str] = set()
 
@@ -79,6 +80,20 @@ def load_dabstep(path: Path) -> list[Task]:
     if not tasks:
         raise TaskLoadError(tasks_file, None, None, "no tasks: the file is empty")
     return tasks
+
+
+def _refuse_unreadable(context: Path) -> None:
+    """A context file that is there but cannot be read (its permissions) fails every task that needs it:
+    refused at load, naming it. A missing one is a warning (`dabstep_missing_files`): some tasks run without."""
+    for name in CONTEXT_FILES:
+        file = context / name
+        if not file.is_file():
+            continue
+        try:
+            with file.open("rb") as handle:
+                handle.read(1)
+        except OSError as error:
+            raise TaskLoadError(file, None, None, f"context file cannot be read: {error.strerror or error}") from None
 
 
 def dabstep_missing_files(path: Path) -> list[str]:

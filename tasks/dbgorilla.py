@@ -54,7 +54,21 @@ def load_dbgorilla(path: Path) -> list[Task]:
     if not isinstance(records, list):
         raise TaskLoadError(path, None, None, f"expected a JSON list of records, got {type(records).__name__}")
     specs: dict[str, dict[str, Any]] = {}  # records share database schemas: each read once per file
+    _refuse_duplicate_numbers(path, records)
     return collect(enumerate(records), lambda numbered: parse_record(path, *numbered, specs=specs))
+
+
+def _refuse_duplicate_numbers(path: Path, records: list[Any]) -> None:
+    """Two records of one task number (`index`, or the position of a record without one) would be two
+    tasks under one id, writing one trace file: refused, naming both records."""
+    seen: dict[int, int] = {}
+    for position, record in enumerate(records):
+        number = record.get("index", position) if isinstance(record, dict) else None
+        if not isinstance(number, int) or isinstance(number, bool):
+            continue  # parse_record names a bad index
+        if number in seen:
+            raise TaskLoadError(path, position, "index", f"duplicate task number {number} (also record {seen[number]})")
+        seen[number] = position
 
 
 def parse_record(path: Path, position: int, record: Any, specs: dict[str, dict[str, Any]] | None = None) -> Task:

@@ -53,29 +53,48 @@ class ListFilesTool(Tool):
         entries = self._entries(folder)
         truncated = len(entries) > MAX_LIST_ENTRIES
         entries = entries[:MAX_LIST_ENTRIES]
-        lines = [f"{path} ({size} bytes)" if size is not None else f"{path}/" for path, size in entries]
+        lines = [_line(path, size) for path, size in entries]
         if truncated:
             lines.append(f"[truncated: showing the first {MAX_LIST_ENTRIES} entries; list a subfolder]")
         content = "\n".join(lines) or "(empty folder)"
-        data = [{"path": path, "size": size} for path, size in entries]
+        data = [{"path": path, "size": size if isinstance(size, int) else None} for path, size in entries]
         return ToolResult(success=True, content=content, data=data, truncated=truncated)
 
-    def _entries(self, folder: Path) -> list[tuple[str, int | None]]:
-        """(relative path, size or None for folders); symlinks leading outside are left out."""
-        entries: list[tuple[str, int | None]] = []
+    def _entries(self, folder: Path) -> list[tuple[str, int | str | None]]:
+        """(relative path, size, None for folders, or why it cannot be read: a dangling link); symlinks
+        leading outside are left out. One bad entry never hides the others."""
+        entries: list[tuple[str, int | str | None]] = []
         for current, dirs, files in os.walk(folder):
             dirs.sort()
             here = Path(current)
             for name in [*dirs, *sorted(files)]:
                 path = here / name
-                real = path.resolve()
+                try:
+                    real = path.resolve()
+                except (OSError, RuntimeError):  # a symlink loop
+                    entries.append((path.relative_to(self.root).as_posix(), "unreadable: a symlink loop"))
+                    continue
                 if not real.is_relative_to(self.root):
                     continue
-                relative = path.relative_to(self.root).as_posix()
-                entries.append((relative, None if real.is_dir() else real.stat().st_size))
+                entries.append((path.relative_to(self.root).as_posix(), _size(real)))
             if len(entries) > MAX_LIST_ENTRIES:
                 break
         return entries
+
+
+def _size(real: Path) -> int | str | None:
+    try:
+        return None if real.is_dir() else real.stat().st_size
+    except FileNotFoundError:
+        return "dangling link: its target does not exist"
+    except OSError as error:
+        return f"unreadable: {error.strerror or error}"
+
+
+def _line(path: str, size: int | str | None) -> str:
+    if size is None:
+        return f"{path}/"
+    return f"{path} ({size} bytes)" if isinstance(size, int) else f"{path} ({size})"
 
 
 class ReadFileTool(Tool):
