@@ -389,6 +389,7 @@ CI_METRICS: dict[str, tuple[Callable[[ResultRecord], float | None], bool]] = {
     "output tokens": (lambda r: r.usage.output_tokens, False),
     "cost $": (lambda r: r.usage.cost_usd, False),
     "TOS": (_score("tos"), True),
+    "tool coverage": (_score("coverage"), True),  # beside TOS: the required steps done (evaluators/dag.py)
     "RS": (_score("rs"), True),
 }
 

@@ -102,6 +102,7 @@ def _difficulty_metrics(records: list[ResultRecord]) -> list[tuple[str, Callable
     candidates = [
         ("RS", score("rs"), True, 3, has_score(records, "rs")),
         ("TOS", score("tos"), True, 3, has_score(records, "tos")),
+        ("tool coverage", score("coverage"), True, 3, has_score(records, "coverage")),  # beside TOS (evaluators/dag.py)
         ("EX_SC", _exact_by_type("single_choice"), True, 3, any(r.question_type == "single_choice" for r in records)),
         (
             "EX_MC",
