@@ -145,7 +145,7 @@ class RateLimitedProvider(ModelProvider):
             response = self.inner.complete(request, config, timeout_s=remaining, context=context)
         except ModelError as error:
             error.queue_s += waited
-            self.limiter.settle(ticket, None)
+            self.limiter.settle(ticket, error.usage.total_tokens if error.usage else None)
             raise
         response.queue_s += waited
         self.limiter.settle(ticket, response.usage.input_tokens + response.usage.output_tokens)

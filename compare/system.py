@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .model import MeteredModel, ModelConfig, ModelProvider, RetrySettings, get_provider
+from .model import GenerationSettings, MeteredModel, ModelConfig, ModelProvider, RetrySettings, get_provider
 from .registry import Registry
 from .task import Answer, Task
 from .tool import ToolSettings
@@ -81,13 +81,14 @@ class SystemSetup:
     tools: ToolSettings
     run_dir: Path | None = None  # None: nothing is written (a system run outside the runner)
     provider: ModelProvider | None = None  # the runner's (a replay refuses every call); None: the registered one
+    generation: GenerationSettings | None = None  # the run's sampling settings (None: as the system asks)
 
     def metered(self, label: str, system: str, budgets: Budgets, retries: RetrySettings | None = None) -> MeteredModel:
         """A metered model of this setup on a fresh trace (`model.recorder.trace`), its clock started."""
         recorder = TraceRecorder(Trace(task_id=label, system=system, model=self.model.alias), budgets)
         recorder.start()
         provider = self.provider or get_provider(self.model.provider)
-        return MeteredModel(self.model, provider, recorder, system=system, retries=retries)
+        return MeteredModel(self.model, provider, recorder, system=system, retries=retries, generation=self.generation)
 
 
 def prepare_systems(
@@ -98,6 +99,7 @@ def prepare_systems(
     described: dict[str, dict[str, Any]],
     provider: Callable[[ModelConfig], ModelProvider | None] | None = None,
     on_start: Callable[[str, str], None] | None = None,
+    generation: GenerationSettings | None = None,
 ) -> None:
     """Call `prepare` of each system once per model with the tasks it is about to run (`units`: system
     name, model, task), appending what it reports to `described[name]["indexing"]` (the manifest's).
@@ -108,7 +110,8 @@ def prepare_systems(
     for (name, alias), (model, tasks) in work.items():
         if on_start is not None:
             on_start(name, alias)
-        built = systems[name].prepare(tasks, SystemSetup(model, tools, run_dir, provider(model) if provider else None))
+        setup = SystemSetup(model, tools, run_dir, provider(model) if provider else None, generation)
+        built = systems[name].prepare(tasks, setup)
         if built:
             described.setdefault(name, {}).setdefault("indexing", []).extend(built)
 

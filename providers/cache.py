@@ -51,7 +51,9 @@ def request_key(request: ModelRequest, config: ModelConfig) -> str:
     digest = hashlib.sha256(json.dumps(model, sort_keys=True, default=str).encode("utf-8"))
     # pydantic's own serializer: 2-3x faster than json.dumps on long conversations; its field order is
     # the model's, and the dicts inside keep the order their producer gave them, as in the recorded run.
-    digest.update(b"\n" + request.model_dump_json().encode("utf-8"))
+    # top_p and seed only when set: the keys of requests recorded before they existed stay the same.
+    unset = {name for name in ("top_p", "seed") if getattr(request, name) is None}
+    digest.update(b"\n" + request.model_dump_json(exclude=unset).encode("utf-8"))
     return digest.hexdigest()
 
 

@@ -166,8 +166,10 @@ class GatewayServer:
                 request.tools,
                 tool_choice=request.tool_choice,
                 response_schema=request.response_schema,
-                temperature=request.temperature,
+                temperature=request.temperature,  # what the library asked for; the run's generation is sent
                 max_output_tokens=request.max_output_tokens,
+                top_p=request.top_p,
+                seed=request.seed,
                 agent=headers.get(AGENT_HEADER.lower()) or session.agent,
                 via_http=True,
             )

@@ -137,7 +137,7 @@ def _generate(llama: ConstrainedLlama, request: ModelRequest, config: ModelConfi
     max_tokens = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
     schema = output_schema(request)
     prompt = fit_prompt(render_blocks(request, schema), llama.count_tokens, llama.n_ctx() - max_tokens)
-    seed = int(config.params.get("seed", 0))
+    seed = request.seed if request.seed is not None else int(config.params.get("seed", 0))  # the run's, else the alias'
     out = _complete(llama, prompt, schema, max_tokens, request.temperature or 0.0, seed, deadline)
     choice, counts = out["choices"][0], out["usage"]
     message, finish = to_message(choice["text"], request, schema, choice.get("finish_reason"))

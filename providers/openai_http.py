@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 
 from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..compare.trace import Usage
 from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
-from .openai_protocol import request_to_openai, response_from_openai
+from .openai_protocol import request_to_openai, response_from_openai, usage_from_openai
 
 
 class OpenAIHTTPProvider(ModelProvider):
@@ -43,7 +44,11 @@ class OpenAIHTTPProvider(ModelProvider):
                 reply = self._client.post(url, json=body, headers=headers)
         except httpx.TransportError as error:  # timeouts included
             raise transport_error(error, key) from None
-        return parse_reply(reply.status_code, reply.content, reply.headers, key)
+        try:
+            return parse_reply(reply.status_code, reply.content, reply.headers, key)
+        except ModelError as failure:  # an error reply that reports usage was billed: it counts
+            failure.usage = failure.usage or reported_usage(reply.content)
+            raise
 
     def close(self) -> None:
         self._client.close()
@@ -69,6 +74,16 @@ def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | 
         raise malformed("empty body" if not content else redact(f"not JSON: {content[:200]!r}", key))
     text = f"HTTP {status}: {redact(error_message(error, content), key)}"
     raise status_error(status, text, retry_after_s(headers), error.get("code") if isinstance(error, dict) else None)
+
+
+def reported_usage(content: bytes) -> Usage | None:
+    """The usage an error reply reports (some providers bill a failed generation), else None."""
+    try:
+        data = json.loads(content) if content else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    raw = data.get("usage") if isinstance(data, dict) else None
+    return usage_from_openai(raw) if isinstance(raw, dict) and raw else None
 
 
 def error_message(error: Any, content: bytes) -> str:

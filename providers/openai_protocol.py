@@ -134,6 +134,10 @@ def request_to_openai(request: ModelRequest, model_id: str) -> dict[str, Any]:
         body["temperature"] = request.temperature
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.seed is not None:
+        body["seed"] = request.seed
     if request.response_schema is not None:
         body["response_format"] = {
             "type": "json_schema",
@@ -173,6 +177,8 @@ def request_from_openai(body: dict[str, Any]) -> ModelRequest:
         response_schema=response_schema_from_openai(body.get("response_format")),
         temperature=body.get("temperature"),
         max_output_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+        top_p=body.get("top_p"),
+        seed=body.get("seed"),
     )
 
 

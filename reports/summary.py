@@ -444,6 +444,26 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
     return lines
 
 
+def generation_lines(manifest: Manifest, records: list[ResultRecord]) -> list[str]:
+    """The sampling settings every request carried (`generation:`), and what each system asked for instead
+    ("llamaindex_agent asked for temperature 0.1 (12 calls); sent 0"). None for runs recorded before them."""
+    if "generation" not in manifest.config:
+        return []
+    sent = {name: value for name, value in manifest.config["generation"].items() if value is not None}
+    settings = ", ".join(f"{name} {value}" for name, value in sent.items()) or "provider defaults"
+    lines = [f"- sampling sent with every request: {settings}"]
+    asked: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    for record in records:
+        for name, values in record.generation_asked.items():
+            for value, calls in values.items():
+                asked[record.system][name][value] += calls
+    for system, settings in sorted(asked.items()):
+        for name, values in settings.items():
+            said = ", ".join(f"{value} ({calls} calls)" for value, calls in values.items())
+            lines.append(f"- {system} asked for {name} {said}; sent {sent.get(name, 'none (provider default)')}")
+    return lines
+
+
 def markdown(
     rows: list[SummaryRow],
     manifest: Manifest,
@@ -462,6 +482,7 @@ def markdown(
         f"- started {m.started_at}, finished {m.finished_at}, status {m.status}",
         f"- suite {m.suite_version}, git {m.git.sha[:12]}",
         f"- tasks {len(m.task_ids)}, epochs {m.config.get('epochs')}, budgets {budgets}",
+        *generation_lines(m, records or []),
         "",
         "| " + " | ".join(name for name, _ in COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",

@@ -324,7 +324,7 @@ class GraphRag(RagSystem):
     def build_index(self, indexer: Indexer) -> CommunityIndex:
         model, corpus = indexer.setup.model, indexer.corpus
         graph = entity_graph(indexer)
-        key = index_key(corpus, model, "communities", community_settings())
+        key = index_key(corpus, model, "communities", community_settings(), indexer.setup.generation)
         found = indexer.obtain("communities", key, lambda ix: build_communities(ix, graph))
         return CommunityIndex(corpus, to_networkx(graph), [Community(**c) for c in found["communities"]])
 

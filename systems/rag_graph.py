@@ -125,7 +125,7 @@ def node_key(name: str) -> str:
 
 def entity_graph(indexer: Indexer) -> dict[str, Any]:
     """The corpus' entity graph for this model: from the cache, else built (shared by rag_graph and rag_hippo)."""
-    key = index_key(indexer.corpus, indexer.setup.model, "entity_graph", graph_settings())
+    key = index_key(indexer.corpus, indexer.setup.model, "entity_graph", graph_settings(), indexer.setup.generation)
     return indexer.obtain("entity_graph", key, build_entity_graph)
 
 

@@ -50,7 +50,7 @@ from ..compare import (
     ToolSettings,
     Trace,
 )
-from ..compare.model import RetrySettings
+from ..compare.model import GenerationSettings, RetrySettings
 from ..compare.runlog import write_json
 from ..compare.system import SystemSetup
 from ..compare.trace import ModelCallStep
@@ -163,9 +163,18 @@ def text_column_rule() -> dict[str, Any]:
     }
 
 
-def index_key(corpus: Corpus, model: ModelConfig, layer: str, settings: dict[str, Any]) -> str:
-    """The cache key of one index layer: corpus, model, the layer's settings and prompt version."""
+def index_key(
+    corpus: Corpus,
+    model: ModelConfig,
+    layer: str,
+    settings: dict[str, Any],
+    generation: GenerationSettings | None = None,
+) -> str:
+    """The cache key of one index layer: corpus, model, the layer's settings and prompt version, and the
+    run's sampling settings when it sets any (an index built without them keeps its key)."""
     parts = [corpus.digest, model.provider, model.model_id, model.alias, layer, settings]
+    if generation is not None and generation.sent():
+        parts.append(generation.sent())
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
