@@ -1,17 +1,26 @@
 """The report's charts as Vega-Lite specs (built with Altair), interactive in the HTML and exported as
-static SVG/PNG with vl-convert for report.md. Each is readable without colour: points differ by shape,
-lines by dash, bars and points carry text labels; every axis says its unit.
+static SVG/PNG with vl-convert for report.md. They stay legible at 30 rows and more:
+
+- only the Pareto frontier is labelled directly, at positions placed here so that no two labels overlap
+  (a label with no free place is left to the tooltip); every other number is on hover;
+- a quantity spanning more than a decade (cost, seconds) gets a log scale;
+- one panel per difficulty level or metric (small multiples), rows on a shared axis, instead of many
+  series in one panel;
+- legends and axis labels are never cut (no label limit).
+
+Each is readable without colour: points differ by shape, lines by dash. The charts:
 
 - cost vs quality, with the Pareto frontier (no other row is both cheaper and more accurate);
-- latency by phase per system, stacked;
-- accuracy by difficulty with 95% intervals;
-- tool F1 (TF) and TOS per system;
-- DAB's pass@k curves.
+- latency per task (log scale) beside each phase's share of it;
+- accuracy by difficulty with 95% intervals, one panel per level;
+- tool F1 (TF) and TOS per system, one panel per metric;
+- DAB's pass@k curves, one panel per system.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +31,19 @@ import vl_convert
 
 from ..evaluators.dab import pass_at_k_table
 from .cells import has_score, mean_cell, score
+from .costs import amortised_cost_per_task, cost_per_task, index_shares
 from .runs import ReportData
 from .summary import PHASES, correctness
 from .tables import groups, levels
 
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite inside vl-convert that renders these specs (Altair 6 writes 6.x)
 WIDTH = 520
-LABEL_SHARE = 0.12  # a stacked segment gets a text label when it is at least this share of its bar
+HEIGHT = 320
+PANEL_WIDTH = 200  # one small multiple
+ROW_STEP = 20  # pixels per system × model row: room for an 11 px label
+FONT_SIZE = 11
+CHAR_WIDTH = 7.2  # pixels per character at FONT_SIZE, generous (DejaVu Sans is wide) so estimates never undershoot
+LABEL_GAP = 8  # pixels between a point and its label
 SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-right", "triangle-left"]
 DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 4]]
 
@@ -44,34 +59,124 @@ def _row_name(system: str, model: str) -> str:
     return f"{system}/{model}"
 
 
+def _finish(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The spec, with labels and legends that are never cut and a font size the placement assumes."""
+    chart = chart.configure_legend(labelLimit=0, titleLimit=0, symbolLimit=0).configure_axis(
+        labelLimit=0, titleLimit=0, labelFontSize=FONT_SIZE - 1
+    )
+    return chart.configure_header(labelLimit=0, labelFontSize=FONT_SIZE).to_dict()
+
+
+def spans_decades(values: list[float]) -> bool:
+    """True when the positive values span more than a factor of ten: a log scale shows them all."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and len(positive) == len(values) and max(positive) > 10 * min(positive)
+
+
+# ---------------------------------------------------------------- cost vs quality
+
+
 def cost_quality(data: ReportData) -> Figure | None:
-    summary = data.summary()
-    rows = [r for r in summary if r.accuracy is not None]
+    rows = [r for r in data.summary() if r.accuracy is not None]
     if not rows:
         return None
-    points = []
+    points, shares = [], index_shares(data)
     for r in rows:
-        cost = r.total_cost_usd / max(1, r.tasks - r.unavailable)
-        points.append({"row": _row_name(r.system, r.model), "model": r.model, "cost": cost, "accuracy": r.accuracy})
+        cost = amortised_cost_per_task(r, shares)  # index building amortised (reports/costs.py)
+        point = {"row": _row_name(r.system, r.model), "model": r.model, "cost": cost, "accuracy": r.accuracy}
+        points.append({**point, "tasks_only": cost_per_task(r)})
     frontier = pareto(points)
     for point in points:
         point["frontier"] = "on the Pareto frontier" if point in frontier else "dominated"
-    base = alt.Chart(alt.Data(values=points))
-    x = alt.X("cost:Q", title="mean cost per task (USD)", scale=alt.Scale(zero=False, padding=20))
+    logarithmic = spans_decades([p["cost"] for p in points])
+    domain = _cost_domain([p["cost"] for p in points], logarithmic)
+    scale = alt.Scale(type="log", domain=domain, nice=False) if logarithmic else alt.Scale(domain=domain, nice=False)
+    unit = "USD, log scale" if logarithmic else "USD"
+    x = alt.X("cost:Q", title=f"mean cost per task incl. index building ({unit})", scale=scale)
     y = alt.Y("accuracy:Q", title="accuracy (share of tasks correct)", scale=alt.Scale(domain=[0, 1]))
     shape = alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model")
-    tooltip = ["row:N", alt.Tooltip("cost:Q", format=".5f"), alt.Tooltip("accuracy:Q", format=".3f"), "frontier:N"]
-    marks = base.mark_point(size=120, filled=True).encode(x=x, y=y, shape=shape, color="model:N", tooltip=tooltip)
-    labels = base.mark_text(align="left", dx=9, dy=-6, fontSize=11).encode(x="cost:Q", y="accuracy:Q", text="row:N")
+    tooltip = ["row:N", alt.Tooltip("cost:Q", format=".5f")]
+    tooltip += [alt.Tooltip("tasks_only:Q", title="per task only", format=".5f")]
+    tooltip += [alt.Tooltip("accuracy:Q", format=".3f"), "frontier:N"]
+    marks = (
+        alt.Chart(alt.Data(values=points))
+        .mark_point(size=110, filled=True, opacity=0.85)
+        .encode(x=x, y=y, shape=shape, color="model:N", tooltip=tooltip)
+    )
+    ordered = sorted(frontier, key=lambda p: p["cost"])
     line = (
-        alt.Chart(alt.Data(values=sorted(frontier, key=lambda p: p["cost"])))
+        alt.Chart(alt.Data(values=ordered))
         .mark_line(strokeDash=[5, 3], color="#444")
         .encode(x="cost:Q", y="accuracy:Q", order="cost:Q")
     )
-    chart = (line + marks + labels).properties(
-        width=WIDTH, height=320, title="Cost vs quality (dashed: Pareto frontier)"
+    placed = place_labels(ordered, domain, logarithmic)
+    labels = (
+        alt.Chart(alt.Data(values=placed))
+        .mark_text(align="left", baseline="middle", fontSize=FONT_SIZE)
+        .encode(x="label_cost:Q", y="label_accuracy:Q", text="row:N", tooltip=["row:N"])
     )
-    return Figure("cost_quality", "Cost vs quality", chart.to_dict())
+    unlabelled = len(frontier) - len(placed)
+    subtitle = "dashed: Pareto frontier, its rows labelled; hover any point for its row"
+    if unlabelled:
+        subtitle += f" ({unlabelled} frontier label(s) left to hover: no room)"
+    chart = (line + marks + labels).properties(
+        width=WIDTH, height=HEIGHT, title=alt.Title("Cost vs quality", subtitle=subtitle)
+    )
+    return Figure("cost_quality", "Cost vs quality", _finish(chart))
+
+
+def _cost_domain(costs: list[float], logarithmic: bool) -> list[float]:
+    low, high = min(costs), max(costs)
+    if logarithmic:
+        return [low / 1.6, high * 1.6]
+    pad = (high - low) * 0.08 or max(high * 0.1, 1e-6)
+    return [max(0.0, low - pad), high + pad]
+
+
+def _pixels(cost: float, accuracy: float, domain: list[float], logarithmic: bool) -> tuple[float, float]:
+    scale = math.log10 if logarithmic else float
+    low, high = scale(domain[0]), scale(domain[1])
+    return (scale(cost) - low) / (high - low) * WIDTH, (1 - accuracy) * HEIGHT
+
+
+def _data(x: float, y: float, domain: list[float], logarithmic: bool) -> tuple[float, float]:
+    if logarithmic:
+        low, high = math.log10(domain[0]), math.log10(domain[1])
+        cost = 10 ** (low + x / WIDTH * (high - low))
+    else:
+        cost = domain[0] + x / WIDTH * (domain[1] - domain[0])
+    return cost, 1 - y / HEIGHT
+
+
+def place_labels(points: list[dict[str, Any]], domain: list[float], logarithmic: bool) -> list[dict[str, Any]]:
+    """Each point's label at the first of right, left, above, below where it overlaps no label placed
+    before it and stays inside the plot; a point with no such place gets no label (its tooltip has it).
+    Boxes are estimated generously (CHAR_WIDTH), so labels that fit here do not touch in the browser."""
+    boxes: list[tuple[float, float, float, float]] = []
+    placed = []
+    height = FONT_SIZE + 4
+    for point in points:
+        px, py = _pixels(point["cost"], point["accuracy"], domain, logarithmic)
+        width = CHAR_WIDTH * len(point["row"]) + 4
+        candidates = [
+            (px + LABEL_GAP, py),
+            (px - LABEL_GAP - width, py),
+            (px - width / 2, py - height),
+            (px - width / 2, py + height),
+        ]
+        for left, middle in candidates:
+            box = (left, middle - height / 2, left + width, middle + height / 2)
+            inside = box[0] >= 0 and box[2] <= WIDTH and box[1] >= 0 and box[3] <= HEIGHT
+            if inside and not any(_overlap(box, other) for other in boxes):
+                boxes.append(box)
+                cost, accuracy = _data(left, middle, domain, logarithmic)
+                placed.append({**point, "label_cost": cost, "label_accuracy": accuracy})
+                break
+    return placed
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +193,12 @@ def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in points if not dominated(p)]
 
 
+# ---------------------------------------------------------------- latency
+
+
 def phase_latency(data: ReportData) -> Figure | None:
+    """Two panels on the rows' shared axis: seconds per task (log scale when they span a decade), and how
+    each row's time divides into phases (shares, so a slow row does not flatten the others)."""
     rows = data.summary()
     values = [
         {"row": _row_name(r.system, r.model), "phase": phase, "order": i, "seconds": r.mean_latency_by_phase_s[phase]}
@@ -98,33 +208,50 @@ def phase_latency(data: ReportData) -> Figure | None:
     ]
     if not values:
         return None
-    base = (
-        alt.Chart(alt.Data(values=values))
-        .transform_joinaggregate(total="sum(seconds)", groupby=["row"])
+    totals = [
+        {"row": _row_name(r.system, r.model), "seconds": r.mean_latency_s}
+        for r in rows
+        if r.mean_latency_s is not None and r.mean_latency_s > 0
+    ]
+    order = sorted({v["row"] for v in values})
+    y = alt.Y("row:N", title="system / model", sort=order, scale=alt.Scale(domain=order))
+    logarithmic = spans_decades([t["seconds"] for t in totals])
+    scale = alt.Scale(type="log") if logarithmic else alt.Scale(zero=True)
+    total = (
+        alt.Chart(alt.Data(values=totals))
+        .mark_bar(color="#4c78a8")
         .encode(
-            y=alt.Y("row:N", title="system / model"),
-            x=alt.X("seconds:Q", title="mean seconds per task", stack="zero"),
+            y=y,
+            x=alt.X("seconds:Q", title="mean seconds per task" + (" (log scale)" if logarithmic else ""), scale=scale),
+            tooltip=["row:N", alt.Tooltip("seconds:Q", format=".3f")],
+        )
+        .properties(width=PANEL_WIDTH + 40, height=alt.Step(ROW_STEP), title="Latency per task")
+    )
+    shares = (
+        alt.Chart(alt.Data(values=values))
+        .mark_bar(stroke="white", strokeWidth=1)
+        .encode(
+            y=alt.Y("row:N", sort=order, scale=alt.Scale(domain=order), axis=None),
+            x=alt.X("seconds:Q", title="share of the task's time", stack="normalize", axis=alt.Axis(format="%")),
             order=alt.Order("order:Q"),
+            color=alt.Color("phase:N", sort=list(PHASES), scale=alt.Scale(domain=list(PHASES)), title="phase"),
+            tooltip=["row:N", "phase:N", alt.Tooltip("seconds:Q", format=".3f")],
+        )
+        .properties(width=WIDTH - 120, height=alt.Step(ROW_STEP), title="Share of each phase")
+    )
+    chart = alt.hconcat(total, shares, spacing=12).properties(
+        title=alt.Title(
+            "Latency by phase", subtitle="segments left to right: " + " → ".join(PHASES) + "; hover for seconds"
         )
     )
-    bars = base.mark_bar(stroke="white", strokeWidth=1).encode(
-        color=alt.Color("phase:N", sort=list(PHASES), title="phase"),
-        tooltip=["row:N", "phase:N", alt.Tooltip("seconds:Q", format=".3f")],
-    )
-    # A label where the segment has room for it; the order of the segments is the legend's, left to right.
-    text = (
-        base.transform_filter(f"datum.seconds >= {LABEL_SHARE} * datum.total")
-        .mark_text(color="black", align="right", dx=-3, fontSize=10)
-        .encode(text="phase:N")
-    )
-    title = alt.Title(
-        "Latency by phase", subtitle="segments left to right: " + " → ".join(PHASES) + "; hover for seconds"
-    )
-    chart = (bars + text).properties(width=WIDTH, title=title)
-    return Figure("phase_latency", "Latency by phase", chart.to_dict())
+    return Figure("phase_latency", "Latency by phase", _finish(chart))
+
+
+# ---------------------------------------------------------------- accuracy by difficulty
 
 
 def accuracy_by_difficulty(data: ReportData) -> Figure | None:
+    """One panel per difficulty level; in each, a row per system × model: accuracy and its 95% interval."""
     found = levels(data.records)
     if not found or not any(correctness(r) is not None for r in data.records):
         return None
@@ -139,35 +266,30 @@ def accuracy_by_difficulty(data: ReportData) -> Figure | None:
             low = cell.value if cell.low is None else cell.low
             high = cell.value if cell.high is None else cell.high
             values.append(
-                {
-                    "row": _row_name(system, model),
-                    "level": level,
-                    "accuracy": cell.value,
-                    "low": low,
-                    "high": high,
-                    "n": cell.n,
-                }
+                {"row": _row_name(system, model), "model": model, "level": level, "accuracy": cell.value}
+                | {"low": low, "high": high, "n": cell.n}
             )
-    x = alt.X("level:N", title="difficulty", sort=found, axis=alt.Axis(labelAngle=0))
-    offset = alt.XOffset("row:N")
-    base = alt.Chart(alt.Data(values=values))
-    bars = base.mark_errorbar(ticks=True).encode(
-        x=x,
-        xOffset=offset,
-        y=alt.Y("low:Q", title="accuracy (share correct, 95% CI)", scale=alt.Scale(domain=[0, 1])),
-        y2="high:Q",
-        color=alt.Color("row:N", legend=None),  # one legend, the points': colour and shape together
-    )
-    points = base.mark_point(size=90, filled=True).encode(
-        x=x,
-        xOffset=offset,
-        y="accuracy:Q",
-        shape=alt.Shape("row:N", scale=alt.Scale(range=SHAPES), title="system / model"),
-        color=alt.Color("row:N", title="system / model"),
+    order = sorted({v["row"] for v in values})
+    y = alt.Y("row:N", title="system / model", sort=order)
+    x = alt.X("low:Q", title="accuracy (95% CI)", scale=alt.Scale(domain=[0, 1]))
+    base = alt.Chart().encode(y=y)
+    intervals = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, x2="high:Q", color=alt.Color("model:N"))
+    points = base.mark_point(size=60, filled=True).encode(
+        x="accuracy:Q",
+        shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model"),
+        color=alt.Color("model:N", title="model"),
         tooltip=["row:N", "level:N", alt.Tooltip("accuracy:Q", format=".3f"), "low:Q", "high:Q", "n:Q"],
     )
-    chart = (bars + points).properties(width=WIDTH, height=300, title="Accuracy by difficulty (bars: 95% bootstrap CI)")
-    return Figure("accuracy_difficulty", "Accuracy by difficulty", chart.to_dict())
+    chart = (
+        alt.layer(intervals, points, data=alt.Data(values=values))
+        .properties(width=PANEL_WIDTH, height=alt.Step(ROW_STEP))
+        .facet(column=alt.Column("level:N", sort=found, title="difficulty"), spacing=16)
+        .properties(title=alt.Title("Accuracy by difficulty", subtitle="one panel per level; bars: 95% bootstrap CI"))
+    )
+    return Figure("accuracy_difficulty", "Accuracy by difficulty", _finish(chart))
+
+
+# ---------------------------------------------------------------- tool scores
 
 
 def tool_scores(data: ReportData) -> Figure | None:
@@ -179,47 +301,69 @@ def tool_scores(data: ReportData) -> Figure | None:
         for name, key in metrics:
             cell = mean_cell(rows, score(key), quality=True, infra_errors_as_failures=data.infra_errors_as_failures)
             if cell.value is not None:
-                values.append({"row": _row_name(system, model), "metric": name, "value": cell.value})
-    base = alt.Chart(alt.Data(values=values)).encode(
-        y=alt.Y("row:N", title="system / model"),
-        yOffset=alt.YOffset("metric:N"),  # each metric on its own line within the row: labels never collide
-        x=alt.X("value:Q", title="score (0–1, mean over tasks)", scale=alt.Scale(domain=[0, 1])),
+                values.append({"row": _row_name(system, model), "model": model, "metric": name, "value": cell.value})
+    if not values:
+        return None
+    order = sorted({v["row"] for v in values})
+    chart = (
+        alt.Chart(alt.Data(values=values))
+        .mark_point(size=70, filled=True)
+        .encode(
+            y=alt.Y("row:N", title="system / model", sort=order),
+            x=alt.X("value:Q", title="score (0–1, mean over tasks)", scale=alt.Scale(domain=[0, 1])),
+            shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model"),
+            color=alt.Color("model:N", title="model"),
+            tooltip=["row:N", "metric:N", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(width=PANEL_WIDTH, height=alt.Step(ROW_STEP))
+        .facet(column=alt.Column("metric:N", title=None), spacing=16)
+        .properties(title=alt.Title("Tool F1 and TOS per system", subtitle="one panel per metric; hover for values"))
     )
-    points = base.mark_point(size=110, filled=True).encode(
-        shape=alt.Shape("metric:N", scale=alt.Scale(range=SHAPES), title="metric"),
-        color=alt.Color("metric:N", title="metric"),
-        tooltip=["row:N", "metric:N", alt.Tooltip("value:Q", format=".3f")],
-    )
-    text = base.mark_text(align="left", dx=8, fontSize=10).encode(text=alt.Text("value:Q", format=".2f"))
-    chart = (points + text).properties(width=WIDTH, title="Tool F1 and TOS per system")
-    return Figure("tool_scores", "Tool F1 and TOS", chart.to_dict())
+    return Figure("tool_scores", "Tool F1 and TOS", _finish(chart))
+
+
+# ---------------------------------------------------------------- DAB pass@k
 
 
 def pass_at_k_curves(data: ReportData) -> Figure | None:
+    """pass@k per system × model: one panel per system, a line per model (dash and shape tell them apart)."""
     if data.benchmark != "dab":
         return None
     values = []
     for (system, model), rows in groups(data.records, lambda r: r.system, lambda r: r.model).items():
         table = pass_at_k_table([r.model_dump() for r in rows])
-        values += [{"row": _row_name(system, model), "k": k, "pass": v} for k, v in table.overall.items()]
+        values += [{"system": system, "model": model, "k": k, "pass": v} for k, v in table.overall.items()]
     if not values:
         return None
-    # Each line is told apart by dash and point shape and labelled at its end (the legend is colour only).
-    last = max(value["k"] for value in values)
-    base = alt.Chart(alt.Data(values=values)).encode(
-        x=alt.X("k:O", title="k (trials drawn)", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("pass:Q", title="pass@k (share of queries, datasets weighted equally)", scale=alt.Scale(domain=[0, 1])),
+    lines = (
+        alt.Chart(alt.Data(values=values))
+        .mark_line(point=alt.OverlayMarkDef(filled=True, size=50))
+        .encode(
+            x=alt.X("k:O", title="k (trials drawn)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("pass:Q", title="pass@k (datasets weighted equally)", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("model:N", title="model"),
+            strokeDash=alt.StrokeDash("model:N", scale=alt.Scale(range=DASHES), title="model"),
+            shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model"),
+            tooltip=["system:N", "model:N", "k:O", alt.Tooltip("pass:Q", format=".3f")],
+        )
+        .properties(width=PANEL_WIDTH, height=160)
     )
-    lines = base.mark_line(point=alt.OverlayMarkDef(filled=True, size=70)).encode(
-        color=alt.Color("row:N", title="system / model"),
-        strokeDash=alt.StrokeDash("row:N", scale=alt.Scale(range=DASHES), legend=None),
-        shape=alt.Shape("row:N", scale=alt.Scale(range=SHAPES), legend=None),
-        tooltip=["row:N", "k:O", alt.Tooltip("pass:Q", format=".3f")],
-    )
-    labels = base.transform_filter(f"datum.k == {last}").mark_text(align="left", dx=8).encode(text="row:N")
-    chart = lines + labels
-    chart = chart.properties(width=WIDTH, height=300, title="DAB pass@k (stratified average)")
-    return Figure("pass_at_k", "pass@k curves", chart.to_dict())
+    systems = sorted({v["system"] for v in values})
+    widest = max(len(s) for s in systems) * CHAR_WIDTH
+    chart = lines.facet(facet=alt.Facet("system:N", title=None), columns=3, spacing=max(16, widest - PANEL_WIDTH + 16))
+    chart = chart.properties(title=alt.Title("DAB pass@k (stratified average)", subtitle="one panel per system"))
+    return Figure("pass_at_k", "pass@k curves", _finish(chart))
+
+
+def titled(figure: Figure, benchmark: str) -> Figure:
+    """The figure in a benchmark's section of a report over several benchmarks: key and title name it."""
+    spec = dict(figure.spec)
+    title = spec.get("title")
+    if isinstance(title, dict):
+        spec["title"] = {**title, "text": f"{benchmark}: {title.get('text', '')}"}
+    elif isinstance(title, str):
+        spec["title"] = f"{benchmark}: {title}"
+    return Figure(f"{benchmark}-{figure.key}", f"{benchmark}: {figure.title}", spec)
 
 
 def figures(data: ReportData) -> list[Figure]:

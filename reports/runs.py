@@ -23,7 +23,7 @@ class ReportError(Exception):
 @dataclass
 class ReportData:
     runs: list[RunLog]
-    records: list[ResultRecord]  # on the common tasks; a system run in two directories is told apart by @run
+    records: list[ResultRecord]  # on the common tasks; a system run differently in two runs gets a [label]
     common_tasks: list[str]
     left_out: dict[str, list[str]]  # run directory -> its tasks that not every run has
     benchmark: str
@@ -69,8 +69,8 @@ class ReportData:
         return sorted({(r.system, r.model) for r in self.records})
 
 
-def load_runs(run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool = False) -> ReportData:
-    """Read the run directories and keep the tasks they all have; raises ReportError."""
+def load_comparison(run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool = False) -> list[ReportData]:
+    """Read the run directories, one ReportData per benchmark (in the order first named); raises ReportError."""
     runs = []
     for run_dir in run_dirs:
         try:
@@ -79,41 +79,111 @@ def load_runs(run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool 
             raise ReportError(str(problem)) from None
     if not runs:
         raise ReportError("no run directory given")
-    benchmarks = {run.manifest.benchmark for run in runs}
-    if len(benchmarks) > 1:
-        names = ", ".join(f"{run.run_dir} ({run.manifest.benchmark})" for run in runs)
-        raise ReportError(f"runs of different benchmarks cannot be compared: {names}")
-    tasks_of = {str(run.run_dir): {r.task_id for r in run.records} for run in runs}
-    common = set.intersection(*tasks_of.values())
-    if not common and any(tasks_of.values()):
-        raise ReportError("the run directories share no task: " + ", ".join(tasks_of))
+    by_benchmark: dict[str, list[RunLog]] = {}
+    for run in runs:
+        by_benchmark.setdefault(run.manifest.benchmark, []).append(run)
+    return [_benchmark_data(group, infra_errors_as_failures) for group in by_benchmark.values()]
+
+
+def load_runs(run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool = False) -> ReportData:
+    """The runs of one benchmark, on their common tasks; raises ReportError (also for several benchmarks)."""
+    parts = load_comparison(run_dirs, infra_errors_as_failures=infra_errors_as_failures)
+    if len(parts) > 1:
+        names = ", ".join(f"{run.run_dir} ({part.benchmark})" for part in parts for run in part.runs)
+        raise ReportError(f"runs of different benchmarks in one table: {names}")
+    return parts[0]
+
+
+def _benchmark_data(runs: list[RunLog], infra_errors_as_failures: bool) -> ReportData:
+    """One benchmark's runs; with several, only the tasks every system × model row has."""
+    names = row_names(runs)
+    tasks_of: dict[tuple[str, str], set[str]] = {}
+    for index, run in enumerate(runs):
+        for r in run.records:
+            tasks_of.setdefault((names[(index, r.system, r.model)], r.model), set()).add(r.task_id)
+    every = {r.task_id for run in runs for r in run.records}
+    common = set.intersection(*tasks_of.values()) if len(runs) > 1 and tasks_of else every
+    if not common and every:
+        raise ReportError("the run directories share no task: " + ", ".join(str(run.run_dir) for run in runs))
+    run_tasks = {str(run.run_dir): {r.task_id for r in run.records} for run in runs}
     data = ReportData(
         runs=runs,
         records=[],
         common_tasks=sorted(common),
-        left_out={run: sorted(tasks - common) for run, tasks in tasks_of.items() if tasks - common},
-        benchmark=benchmarks.pop(),
+        left_out={run: sorted(tasks - common) for run, tasks in run_tasks.items() if tasks - common},
+        benchmark=runs[0].manifest.benchmark,
         infra_errors_as_failures=infra_errors_as_failures,
         warnings=[warning for run in runs for warning in run.warnings],
     )
-    _collect(data, common)
+    _collect(data, common, names)
     return data
 
 
-def _collect(data: ReportData, common: set[str]) -> None:
-    """Keep the common tasks' records; a (system, model) that several runs have gets its run's name."""
-    seen: dict[tuple[str, str], int] = {}
-    for run in data.runs:
-        for pair in {(r.system, r.model) for r in run.records}:
-            seen[pair] = seen.get(pair, 0) + 1
-    for run in data.runs:
+def _collect(data: ReportData, common: set[str], names: dict[tuple[int, str, str], str]) -> None:
+    """Keep the common tasks' records under their row's name. A task that several merged runs ran counts
+    as more epochs of it (numbered after the earlier runs' epochs)."""
+    highest: dict[tuple[str, str, str], int] = {}
+    for index, run in enumerate(data.runs):
+        before = dict(highest)
         for record in run.records:
             if record.task_id not in common:
                 continue
-            if seen[(record.system, record.model)] > 1:
-                record = record.model_copy(update={"system": f"{record.system}@{run.run_dir.name}"})
+            system = names[(index, record.system, record.model)]
+            unit = (record.task_id, system, record.model)
+            epoch = record.epoch + before.get(unit, 0)
+            highest[unit] = max(highest.get(unit, 0), epoch)
+            if (system, epoch) != (record.system, record.epoch):
+                record = record.model_copy(update={"system": system, "epoch": epoch})
             data.records.append(record)
             data._run_of[record.key] = run
+
+
+IGNORED_SETTINGS = {"name", "indexing", "price", "alias"}  # what a run spent or is called, not how it ran
+
+
+def settings(run: RunLog, system: str, model: str) -> dict[str, str]:
+    """How this run ran this system × model, flattened: the system's description, the model's config, the
+    budgets and the run options that change answers. Rows whose settings agree are one row."""
+    m = run.manifest
+    config = next((c.model_dump() for c in m.models if c.alias == model), {})
+    found = {"system": m.systems.get(system, {}), "model": config, "budgets": m.budgets.model_dump()}
+    found["run"] = {key: m.config.get(key) for key in ("hints", "tools") if m.config.get(key) is not None}
+    return _flatten(found)
+
+
+def _flatten(value: object, prefix: str = "") -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {prefix: json_text(value)}
+    flat: dict[str, str] = {}
+    for key, inner in value.items():
+        if key not in IGNORED_SETTINGS:
+            flat |= _flatten(inner, f"{prefix}.{key}" if prefix else str(key))
+    return flat
+
+
+def row_names(runs: list[RunLog]) -> dict[tuple[int, str, str], str]:
+    """(run index, system, model) -> the row's system name: the system's own name when every run of it with
+    this model ran it alike, else the name with what differs (`tool_use [max_steps=10]`)."""
+    seen: dict[tuple[str, str], dict[int, dict[str, str]]] = {}
+    for index, run in enumerate(runs):
+        for system, model in {(r.system, r.model) for r in run.records}:
+            seen.setdefault((system, model), {})[index] = settings(run, system, model)
+    names = {}
+    for (system, model), by_run in seen.items():
+        keys = sorted({k for s in by_run.values() for k in s})
+        differ = [k for k in keys if len({s.get(k) for s in by_run.values()}) > 1]
+        for index, found in by_run.items():
+            names[(index, system, model)] = _labelled(system, differ, found, runs[index])
+    return names
+
+
+def _labelled(system: str, differ: list[str], found: dict[str, str], run: RunLog) -> str:
+    if not differ:
+        return system
+    shown = [f"{key.rsplit('.', 1)[-1]}={found.get(key, '–')[:24]}" for key in differ[:3]]
+    more = f", +{len(differ) - 3} more" if len(differ) > 3 else ""
+    label = ", ".join(shown).replace("/", "∕").replace('"', "")  # "/" separates system from model in a row name
+    return f"{system} [{label}{more}]" if label else f"{system}@{run.run_dir.name}"
 
 
 def _questions_from_benchmarks(runs: list[RunLog]) -> dict[str, tuple[str | None, list[str]]]:

@@ -16,7 +16,7 @@ from statistics import NormalDist, stdev
 from ..compare.runlog import ResultRecord
 from .cells import Cell, ReportTable, label, plain
 from .runs import ReportData
-from .summary import PairRow, correctness, judged, pairwise, per_task
+from .summary import PairRow, SummaryRow, correctness, judged, pairwise, per_task
 
 TOP_SYSTEMS = 5  # pairs grow quadratically; the leaders are what a reader compares
 ALPHA = 0.05
@@ -36,11 +36,20 @@ def tasks_needed(differences: list[float], alpha: float = ALPHA, power: float = 
     return math.ceil((z * spread / abs(mean)) ** 2)
 
 
+def ranked(data: ReportData) -> list[SummaryRow]:
+    """The rows with an accuracy, best first; a tie goes to the cheaper per task, then by name. The
+    headline's "most accurate" and its runner-up test read this one order."""
+    rows = [r for r in data.summary() if r.accuracy is not None]
+    return sorted(rows, key=lambda r: (-(r.accuracy or 0), cost_per_task(r), r.system, r.model))
+
+
+def cost_per_task(row: SummaryRow) -> float:
+    return row.total_cost_usd / max(1, row.tasks - row.unavailable)
+
+
 def top_rows(data: ReportData, limit: int = TOP_SYSTEMS) -> list[str]:
-    """The `limit` system/model rows with the highest accuracy."""
-    rows = data.summary()
-    ranked = sorted((r for r in rows if r.accuracy is not None), key=lambda r: (-(r.accuracy or 0), r.system, r.model))
-    return [f"{r.system}/{r.model}" for r in ranked[:limit]]
+    """The `limit` system/model rows with the highest accuracy (`ranked`)."""
+    return [f"{r.system}/{r.model}" for r in ranked(data)[:limit]]
 
 
 def _differences(records: list[ResultRecord], first: str, second: str, flags: dict) -> list[float]:

@@ -54,6 +54,7 @@ class SummaryRow(BaseModel):
     accuracy: float | None
     accuracy_ci: tuple[float, float] | None
     accuracy_by_type: dict[str, float]
+    accuracy_by_level: dict[str, tuple[float, int]] = {}  # level -> (accuracy, tasks): DABstep's easy / hard
     accuracy_n: int  # tasks with a verdict
     tos: float | None  # tool orchestration score, over tasks with a gold DAG
     rs: float | None  # rubric score of reports (needs --judge)
@@ -197,8 +198,12 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
     accuracy_by_task = per_task(quality, correctness)
     by_type: dict[str, list[float]] = defaultdict(list)
     types = {r.task_id: r.question_type for r in quality}
+    by_level: dict[str, list[float]] = defaultdict(list)
+    task_levels = {r.task_id: r.level for r in quality}
     for task, value in accuracy_by_task.items():
         by_type[types[task]].append(value)
+        if task_levels[task]:
+            by_level[task_levels[task]].append(value)
     interval = bootstrap_ci(list(accuracy_by_task.values())) if len(accuracy_by_task) > 1 else None
     correct = sum(correctness(r) == 1.0 for r in quality)
     total_cost = sum(r.usage.cost_usd for r in rows)
@@ -218,6 +223,7 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         accuracy=_mean(accuracy_by_task.values()),
         accuracy_ci=(interval.low, interval.high) if interval else None,
         accuracy_by_type={t: mean(v) for t, v in sorted(by_type.items())},
+        accuracy_by_level={level: (mean(v), len(v)) for level, v in by_level.items()},
         accuracy_n=len(accuracy_by_task),
         tos=_mean(per_task(quality, _score("tos")).values()),
         rs=_mean(per_task(quality, _score("rs")).values()),
@@ -370,8 +376,8 @@ CONSOLE_COLUMNS = [
 OPTIONAL_CONSOLE_COLUMNS = {"infra": "infra_errors", "n/a": "unavailable"}  # shown when some row counts any
 
 
-def rich_table(rows: list[SummaryRow]) -> Table:
-    table = Table(title="Comparison (means per task; $ is the total)")
+def rich_table(rows: list[SummaryRow], title: str = "Comparison (means per task; $ is the total)") -> Table:
+    table = Table(title=title)
     hidden = {name for name, field in OPTIONAL_CONSOLE_COLUMNS.items() if not any(getattr(r, field) for r in rows)}
     columns = [(name, cell) for name, cell in CONSOLE_COLUMNS if name not in hidden]
     for name, _ in columns:
@@ -408,6 +414,27 @@ def confidence_lines(records: list[ResultRecord], *, infra_errors_as_failures: b
             mean_, low, high = bootstrap_ci(values)
             cells.append("–" if not values else f"{_num(mean_)} [{_num(low)}, {_num(high)}]")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+LEVELS = ("easy", "medium", "hard")
+
+
+def _level_order(level: str) -> tuple[int, str]:
+    return (LEVELS.index(level) if level in LEVELS else len(LEVELS), level)
+
+
+def level_lines(rows: list[SummaryRow]) -> list[str]:
+    """Accuracy per task level (DABstep's easy / hard split), when the tasks have levels."""
+    found = sorted({level for r in rows for level in r.accuracy_by_level}, key=_level_order)
+    if not found:
+        return []
+    lines = ["", "## Accuracy by level (n = tasks)", "", "| system | model | " + " | ".join(found) + " |"]
+    lines.append("|" + "---|" * (len(found) + 2))
+    for r in rows:
+        cells = [r.accuracy_by_level.get(level) for level in found]
+        shown = ["–" if c is None else f"{c[0]:.3f} (n={c[1]})" for c in cells]
+        lines.append(f"| {r.system} | {r.model} | " + " | ".join(shown) + " |")
     return lines
 
 
@@ -499,6 +526,7 @@ def markdown(
     for row in rows:
         phases = " | ".join(_fmt(row.mean_latency_by_phase_s[p], 2) for p in PHASES)
         lines.append(f"| {row.system} | {row.model} | {phases} |")
+    lines += level_lines(rows)
     if records:
         intervals = confidence_lines(records, infra_errors_as_failures=infra_errors_as_failures)
         lines += ["", "## Means with 95% bootstrap confidence intervals (over tasks)", "", *intervals]
@@ -518,4 +546,18 @@ def markdown(
         "outside any model or tool call. Overlapping steps share their time (no instant counts twice).",
         "'backoff' = sleeping between a model call's attempts (retries); it is in no model latency.",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_markdown(title: str, rows: dict[str, list[SummaryRow]], sources: list[str]) -> str:
+    """summary.md of a report over several runs (or benchmarks): each benchmark's rows, merged across runs."""
+    lines = [f"# {title.replace('Comparison report', 'Comparison summary', 1)}", ""]
+    lines += [f"- {source}" for source in sources]
+    for benchmark, found in rows.items():
+        lines += ["", f"## {benchmark}", "", "| " + " | ".join(name for name, _ in COLUMNS) + " |"]
+        lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
+        lines += ["| " + " | ".join(cell(row) for _, cell in COLUMNS) + " |" for row in found]
+        lines += [line.replace("## Accuracy", "### Accuracy") for line in level_lines(found)]
+    lines += ["", "Rows are system × model on the tasks every row of the benchmark has; runs that ran a system with"]
+    lines += ["the same settings are one row, others are labelled [with what differs]. report.md has the rest."]
     return "\n".join(lines) + "\n"

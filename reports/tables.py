@@ -2,7 +2,8 @@
 
 - overview: counts beside every mean (tasks, completed, errors, infrastructure errors, budget stops,
   unavailable, scoring errors), accuracy, cost, latency, model calls;
-- FDABench Tables 3–5: per system × difficulty, RS, TOS, EX_SC, EX_MC, SR, cost, external calls, latency;
+- by difficulty (FDABench Tables 3–5 on FDABench's runs): per system × difficulty, RS, TOS, EX_SC, EX_MC,
+  SR, cost, external calls, latency;
 - FDABench Table 6 / 7: accuracy per model × workflow and per workflow × difficulty;
 - FDABench Table 8: latency by phase in seconds and percent;
 - DAB Tables 3–6, DABstep easy/hard with cost, DBGorilla's metrics by argument count.
@@ -20,6 +21,7 @@ from ..evaluators.dab import pass_at_k_table
 from ..evaluators.dbgorilla import argument_bucket
 from ..evaluators.statistics import bootstrap_ci
 from .cells import Cell, ReportTable, count, has_score, label, link_of, mean_cell, plain, score
+from .costs import amortised_cost_per_task, index_shares
 from .runs import ReportData
 from .summary import BUDGET_STATUSES, PHASES, correctness, index_builds
 
@@ -62,14 +64,20 @@ def _calls(r: ResultRecord) -> float:
     return r.model_calls
 
 
+def _paper(data: ReportData, tables: str) -> str:
+    """The FDABench paper's table numbers, named only on FDABench's own runs."""
+    return f" (FDABench {tables})" if data.benchmark == "fdabench" else ""
+
+
 def overview(data: ReportData) -> ReportTable:
     """One row per system × model: the counts beside the headline means."""
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     columns = ["system", "model", "tasks", "completed", "errors", "refused requests", "infra errors", "budget stops"]
     columns += ["unavailable"]
-    columns += ["scoring errors", "accuracy [95% CI]", "cost $/task [95% CI]", "latency s [95% CI]", "model calls"]
+    columns += ["scoring errors", "accuracy [95% CI]", "cost $/task [95% CI]", "cost $/task incl. index"]
+    columns += ["latency s [95% CI]", "model calls"]
     table = ReportTable(key="overview", title="Overview: every system × model", columns=columns)
-    by_pair = groups(data.records, _system, _model)
+    by_pair, shares = groups(data.records, _system, _model), index_shares(data)
     for row in data.summary():
         rows, link = by_pair[(row.system, row.model)], link_of(row.system, row.model)
         table.rows.append(
@@ -86,6 +94,7 @@ def overview(data: ReportData) -> ReportTable:
                 count(row.scoring_errors, link),
                 mean_cell(rows, correctness, quality=True, link=link, **flags),
                 mean_cell(rows, _cost, quality=False, digits=4, link=link, with_n=False, **flags),
+                plain(amortised_cost_per_task(row, shares), 4),  # index building amortised (reports/costs.py)
                 mean_cell(rows, _latency, quality=False, digits=2, link=link, with_n=False, **flags),
                 mean_cell(rows, _calls, quality=False, digits=1, link=link, with_n=False, **flags),
             ]
@@ -126,7 +135,7 @@ def by_difficulty(data: ReportData) -> ReportTable | None:
         return None
     metrics = _difficulty_metrics(data.records)
     columns = ["system", "model", "difficulty", "tasks", *[name for name, *_ in metrics]]
-    table = ReportTable(key="difficulty", title="By difficulty (FDABench Tables 3–5)", columns=columns)
+    table = ReportTable(key="difficulty", title="By difficulty" + _paper(data, "Tables 3–5"), columns=columns)
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     for (system, model, level), rows in groups(data.records, _system, _model, lambda r: r.level).items():
         link = link_of(system, model, level=level)
@@ -147,7 +156,9 @@ def model_by_workflow(data: ReportData) -> ReportTable | None:
     if len(models) < 2 or not any(correctness(r) is not None for r in data.records):
         return None
     table = ReportTable(
-        key="model_workflow", title="Accuracy per model × workflow (FDABench Table 6)", columns=["workflow", *models]
+        key="model_workflow",
+        title="Accuracy per model × workflow" + _paper(data, "Table 6"),
+        columns=["workflow", *models],
     )
     by_pair = groups(data.records, _system, _model)
     for system in systems:
@@ -170,7 +181,7 @@ def workflow_by_difficulty(data: ReportData) -> ReportTable | None:
         return None
     table = ReportTable(
         key="workflow_difficulty",
-        title="Accuracy per workflow × difficulty (FDABench Table 7)",
+        title="Accuracy per workflow × difficulty" + _paper(data, "Table 7"),
         columns=["workflow", "model", *found],
     )
     by_level = groups(data.records, _system, _model, lambda r: r.level)
@@ -375,3 +386,45 @@ def benchmark_tables(data: ReportData) -> list[ReportTable]:
         tables += [by_difficulty(data), model_by_workflow(data), workflow_by_difficulty(data)]
     tables.append(phase_latency(data))
     return [table for table in tables if table is not None]
+
+
+# ---------------------------------------------------------------- across benchmarks
+
+PRIMARY_METRICS = {"dbgorilla": ("AST", "ast_score")}  # else the correctness metric (exact match / correct)
+
+
+def primary_metric(benchmark: str) -> tuple[str, Callable[[ResultRecord], float | None]]:
+    """The benchmark's headline metric: its name and how to read it from a record."""
+    if benchmark in PRIMARY_METRICS:
+        name, key = PRIMARY_METRICS[benchmark]
+        return name, score(key)
+    return ("accuracy", correctness)
+
+
+def across_benchmarks(parts: list[ReportData]) -> ReportTable:
+    """One row per system × model × benchmark: the benchmark's primary metric [95% CI] (n), cost, latency."""
+    columns = ["system", "model", "benchmark", "metric", "value [95% CI] (n)", "tasks"]
+    columns += ["cost $/task [95% CI]", "latency s [95% CI]", "total cost $"]
+    table = ReportTable(key="overview", title="Overview: every system × model × benchmark", columns=columns)
+    rows = []
+    for part in parts:
+        name, metric = primary_metric(part.benchmark)
+        flags = {"infra_errors_as_failures": part.infra_errors_as_failures}
+        for (system, model), records in groups(part.records, _system, _model).items():
+            link = link_of(system, model)
+            rows.append(
+                [
+                    label(system, link),
+                    label(model, link),
+                    label(part.benchmark),
+                    label(name),
+                    mean_cell(records, metric, quality=True, link=link, **flags),
+                    count(len({r.task_id for r in records}), link),
+                    mean_cell(records, _cost, quality=False, digits=4, link=link, with_n=False, **flags),
+                    mean_cell(records, _latency, quality=False, digits=2, link=link, with_n=False, **flags),
+                    plain(sum(r.usage.cost_usd for r in records), 4),
+                ]
+            )
+    table.rows = sorted(rows, key=lambda row: (row[0].text, row[1].text, row[2].text))
+    table.note = "Each benchmark's own metric and tasks; compare rows across benchmarks by rank, not by value."
+    return table

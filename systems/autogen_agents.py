@@ -34,7 +34,15 @@ from pydantic import BaseModel, ConfigDict
 
 from ..compare import ANSWER_TOOL, Endpoint, prompt_hash
 from ..workflows.multi_agent import SPECIALIST_ROLES, SPECIALIST_SYSTEM, SPECIALIST_TOOLS, WRITER_SYSTEM
-from .bridge import AGENT_HEADER, AgentSession, BridgedTool, FrameworkSystem, distribution_versions
+from .bridge import (
+    AGENT_HEADER,
+    AgentSession,
+    BridgedTool,
+    FrameworkSystem,
+    check_model_arguments,
+    check_tool_argument,
+    distribution_versions,
+)
 
 if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compare systems` lists us
     from autogen_core.models import ChatCompletionClient
@@ -54,6 +62,7 @@ GATEWAY_MODEL_INFO = {
 def model_client(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> ChatCompletionClient:
     """AutoGen's OpenAI client at the gateway; its own retries are off (the gateway retries). Build it
     inside the run's event loop: its HTTP client is closed there (`AgentSession.aclose`)."""
+    check_model_arguments("model_client", endpoint, session, agent)
     from autogen_ext.models.openai import OpenAIChatCompletionClient
 
     return OpenAIChatCompletionClient(
@@ -76,6 +85,7 @@ class _AnyArguments(BaseModel):
 def autogen_tool(tool: BridgedTool) -> BaseTool[Any, str]:
     """One of our tools as an AutoGen tool: our JSON schema as its schema, its arguments passed as
     they came, the call run in a worker thread (our tools block; AutoGen's loop is asyncio)."""
+    check_tool_argument("autogen_tool", tool)
     from autogen_core import CancellationToken
     from autogen_core.tools import BaseTool, ToolSchema
 
@@ -125,7 +135,7 @@ class AutoGenSystem(FrameworkSystem):
     async def _drive(self, session: AgentSession, endpoint: Endpoint) -> str | None:
         from autogen_agentchat.messages import TextMessage
 
-        agent = self.build_agent(endpoint, session)
+        agent = raise_loop_bound(self.build_agent(endpoint, session), self.max_iterations(session))
         text = None
         stream = agent.run_stream(task=self.prompt(session))
         try:
@@ -138,6 +148,17 @@ class AutoGenSystem(FrameworkSystem):
             await stream.aclose()
             await session.aclose()
         return text
+
+
+def raise_loop_bound(agent: Any, bound: int) -> Any:
+    """A lone AssistantAgent stops after `max_tool_iterations` tool rounds (AutoGen's default: 1), which
+    would end a subclass's agent with no answer long before the step budget: raise it to `bound`, so that
+    the budget (with its own status) decides. Teams keep their agents' turns as built."""
+    from autogen_agentchat.agents import AssistantAgent
+
+    if isinstance(agent, AssistantAgent) and getattr(agent, "_max_tool_iterations", bound) < bound:
+        agent._max_tool_iterations = bound
+    return agent
 
 
 ASSISTANT = "assistant"

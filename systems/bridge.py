@@ -29,6 +29,7 @@ import ssl
 import sys
 import threading
 from abc import abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -201,6 +202,8 @@ class AgentSession:
 
     def tools(self, names: list[str] | None = None, *, agent: str | None = None) -> list[BridgedTool]:
         """The task's tools (or those named) as plain functions; calls are labelled with `agent`."""
+        names = _names(names)
+        _text_or_none(agent, "agent")
         return [BridgedTool(spec, self.ctx.ends_task(spec.name), self, agent) for spec in self.ctx.tool_specs(names)]
 
     def call(self, name: str, arguments: dict[str, Any], *, agent: str | None = None) -> str:
@@ -210,6 +213,12 @@ class AgentSession:
     def call_result(self, name: str, arguments: dict[str, Any], *, agent: str | None = None) -> ToolResult:
         """Call a tool through the context (validated, sandboxed, traced); never raises, so that no
         framework turns our failure into its own. A call that ends the task finishes the session."""
+        if not isinstance(name, str) or not isinstance(arguments, Mapping):
+            raise TypeError(
+                f"session.call_result(name, arguments) takes a tool name (str) and its arguments (a dict), "
+                f"not {type(name).__name__} and {type(arguments).__name__}"
+            )
+        _text_or_none(agent, "agent")
         if self.finished:
             return ToolResult(success=False, content="The task is already answered; stop.", error="already answered")
         try:
@@ -238,6 +247,46 @@ class AgentSession:
         validated, traced as the answer (GENERATE) and read like every other system's answer."""
         self.call(ANSWER_TOOL, arguments, agent=agent)
         return self.answer(None, agent=agent)
+
+
+def _names(names: object) -> list[str] | None:
+    """Tool names as a list; a bare string (`session.tools("execute_sql")`) would read as its letters."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, list | tuple | set | frozenset):
+        raise TypeError(
+            f"session.tools(names) takes a list of tool names, e.g. session.tools([{names!r}]), not "
+            f"{type(names).__name__}"
+        )
+    wrong = [name for name in names if not isinstance(name, str)]
+    if wrong:
+        raise TypeError(f"session.tools(names): every name is a str, not {type(wrong[0]).__name__} ({wrong[0]!r})")
+    return list(names)
+
+
+def check_model_arguments(helper: str, endpoint: object, session: object, agent: object = None) -> None:
+    """A family's model helper takes `(endpoint, session, *, agent=None)`: anything else is refused here,
+    with the call it expected, rather than failing deep inside the framework."""
+    if not isinstance(endpoint, Endpoint) or not isinstance(session, AgentSession):
+        raise TypeError(
+            f"{helper}(endpoint, session, *, agent=None) takes the Endpoint and the AgentSession the family's "
+            f"hook receives, not {type(endpoint).__name__} and {type(session).__name__}"
+        )
+    _text_or_none(agent, "agent")
+
+
+def check_tool_argument(helper: str, tool: object) -> None:
+    """A family's tool helper converts one `BridgedTool` (an item of `session.tools(...)`)."""
+    if not isinstance(tool, BridgedTool):
+        raise TypeError(
+            f"{helper}(tool) converts one BridgedTool (an item of session.tools(...)), not {type(tool).__name__}; "
+            f"for a list: [{helper}(tool) for tool in session.tools()]"
+        )
+
+
+def _text_or_none(value: object, what: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{what} is an agent's name (str), not {type(value).__name__}")
 
 
 # ---------------------------------------------------------------- the base of every framework adapter

@@ -39,7 +39,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from ..compare import ANSWER_TOOL, Endpoint, prompt_hash
 from ..workflows.planning import ANSWER_SYSTEM, MAX_PLAN_STEPS, PLAN_SYSTEM, REPLAN_PROMPT, plan_schema
-from .bridge import AGENT_HEADER, AgentSession, BridgedTool, FrameworkSystem, distribution_versions
+from .bridge import (
+    AGENT_HEADER,
+    AgentSession,
+    BridgedTool,
+    FrameworkSystem,
+    check_model_arguments,
+    check_tool_argument,
+    distribution_versions,
+)
 
 if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compare systems` lists us
     from langchain_core.language_models import BaseChatModel
@@ -48,6 +56,7 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
 
 def chat_model(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> BaseChatModel:
     """LangChain's OpenAI chat model at the gateway. Its own retries are off: the gateway retries."""
+    check_model_arguments("chat_model", endpoint, session, agent)
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
@@ -64,6 +73,7 @@ def chat_model(endpoint: Endpoint, session: AgentSession, *, agent: str | None =
 def langchain_tool(tool: BridgedTool) -> BaseTool:
     """One of our tools as a LangChain tool: our JSON schema as its argument schema; a tool that ends
     the task returns directly, which ends LangGraph's agent loop."""
+    check_tool_argument("langchain_tool", tool)
     from langchain_core.tools import StructuredTool
 
     schema = {"type": "object", "properties": {}, **tool.parameters}

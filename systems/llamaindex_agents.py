@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..compare import DataSourceKind, Endpoint, Task
 from ..compare.system import SystemSetup
-from .bridge import AGENT_HEADER, AgentSession, BridgedTool, FrameworkSystem, distribution_versions
+from .bridge import (
+    AGENT_HEADER,
+    AgentSession,
+    BridgedTool,
+    FrameworkSystem,
+    check_model_arguments,
+    check_tool_argument,
+    distribution_versions,
+)
 
 if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compare systems` lists us
     from llama_index.core.indices import VectorStoreIndex
@@ -49,6 +57,7 @@ SEARCH_TOOL = "search_documents"
 def llm(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> LLM:
     """LlamaIndex's OpenAI-compatible LLM at the gateway; its own retries are off (the gateway retries).
     Build it inside the run's event loop: its HTTP clients are closed at the end of the run."""
+    check_model_arguments("llm", endpoint, session, agent)
     from llama_index.llms.openai_like import OpenAILike
 
     return OpenAILike(
@@ -67,6 +76,7 @@ def llm(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) 
 def llamaindex_tool(tool: BridgedTool) -> AsyncBaseTool:
     """One of our tools as a LlamaIndex tool: our JSON schema, the call run in a worker thread (our
     tools block; LlamaIndex's agents are asyncio workflows)."""
+    check_tool_argument("llamaindex_tool", tool)
     from llama_index.core.tools import AsyncBaseTool, ToolMetadata, ToolOutput
 
     class SchemaMetadata(ToolMetadata):

@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import socket
 import struct
 import sys
@@ -151,6 +152,14 @@ def run_task(
     record = json.loads((plan.run_dir / "results.jsonl").read_text().splitlines()[0])
     trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
     return record, trace, manifest.model_dump(mode="json")
+
+
+def readme_example(name: str) -> str:
+    """The Python block the README marks with `<!-- example: NAME -->`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", readme, flags=re.S)
+    assert match, f"README has no example {name!r}"
+    return match.group(1)
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]] | list[str]) -> Path:

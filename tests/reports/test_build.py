@@ -81,28 +81,47 @@ def test_the_drill_down_has_each_task_with_every_system_side_by_side(tmp_path):
     assert all("in" in s and "cost" in s for s in steps if s["kind"] == "model_call")
 
 
-def test_several_runs_compare_on_their_common_tasks(tmp_path):
+def test_runs_of_a_system_and_model_with_the_same_settings_are_one_row(tmp_path):
     first, second = copy_run(tmp_path, "first"), copy_run(tmp_path, "second")
     write_records(second, [r for r in records_of(second) if r["task_id"] != "BND029"])
     data = load_runs([first, second])
+    assert {(r.system, r.model) for r in data.records} == {
+        (s, m) for s in ("planning", "reflection", "tool_use") for m in ("alpha", "beta")
+    }
+    # the second run's trials of a task are numbered after the first's: more epochs of one row
+    assert {r.epoch for r in data.records if r.task_id == "BND001"} == {1, 2}
+    assert {r.epoch for r in data.records if r.task_id == "BND029"} == {1} and len(data.common_tasks) == 6
+    result = runner.invoke(app, ["report", str(first), str(second), "--out", str(tmp_path / "both")])
+    assert result.exit_code == 0, result.output
+    summary = (tmp_path / "both" / "summary.md").read_text()
+    assert "| tool_use | beta | 11 |" in summary  # 6 trials from the first run, 5 from the second
+    assert "bundled: comparison" in result.output and "summary.md" in result.output  # the terminal table too
+
+
+def test_runs_with_other_settings_stay_apart_labelled_by_what_differs_on_common_tasks(tmp_path):
+    first, second = copy_run(tmp_path, "first"), copy_run(tmp_path, "second")
+    write_records(second, [r for r in records_of(second) if r["task_id"] != "BND029"])
+    manifest = json.loads((second / "manifest.json").read_text())
+    manifest["budgets"]["max_steps"] = 10
+    (second / "manifest.json").write_text(json.dumps(manifest))
+    data = load_runs([first, second])
+    systems = {r.system for r in data.records}
+    assert "tool_use [max_steps=6]" in systems and "tool_use [max_steps=10]" in systems
+    assert "tool_use" not in systems
     assert "BND029" not in data.common_tasks and len(data.common_tasks) == 5
     assert data.left_out == {str(first): ["BND029"]}
-    assert {r.system for r in data.records} == {
-        f"{s}@{run}" for s in ("planning", "reflection", "tool_use") for run in ("first", "second")
-    }
     result = runner.invoke(app, ["report", str(first), str(second), "--out", str(tmp_path / "both")])
     assert result.exit_code == 0, result.output
     assert "BND029" in (tmp_path / "both" / "report.md").read_text()  # said to be left out
 
 
-def test_runs_of_different_benchmarks_or_without_common_tasks_are_refused(tmp_path):
+def test_rows_without_a_common_task_are_refused_and_split_runs_of_one_row_are_joined(tmp_path):
     first, second = copy_run(tmp_path, "first"), copy_run(tmp_path, "second")
     write_records(second, [{**r, "task_id": "X" + r["task_id"]} for r in records_of(second)])
-    with pytest.raises(ReportError, match="share no task"):
-        load_runs([first, second])
+    assert len(load_runs([first, second]).common_tasks) == 12  # one run's tasks, then the other's
     manifest = json.loads((second / "manifest.json").read_text())
-    (second / "manifest.json").write_text(json.dumps({**manifest, "benchmark": "dabstep"}))
-    with pytest.raises(ReportError, match="different benchmarks"):
+    (second / "manifest.json").write_text(json.dumps({**manifest, "budgets": {**manifest["budgets"], "max_steps": 9}}))
+    with pytest.raises(ReportError, match="share no task"):
         load_runs([first, second])
 
 
