@@ -44,6 +44,7 @@ class ScoreRun:
     aggregate: dict[str, Any] = field(default_factory=dict)
     checks: list[str] = field(default_factory=list)  # "reproduced" / "NOT reproduced" lines
     notes: list[str] = field(default_factory=list)
+    partial: bool = False  # some entries were not scored (their dataset is not in the task files)
 
 
 def read_inputs(
@@ -65,6 +66,7 @@ def read_inputs(
         predictions, submission, absent = read_published(path, fmt, bench, tasks)
         published = dict(submission.published)
         if absent:
+            run.partial = True
             left = ", ".join(f"{name} ({n})" for name, n in sorted(absent.items()))
             run.notes.append(
                 f"not scored: entries of datasets missing from the task files: {left}; "
@@ -132,6 +134,11 @@ def finish(
         ours = run.aggregate.get(name)
         if not isinstance(ours, int | float):
             run.checks.append(f"{name}: published {value:.4f} ({source}); not computed here")
+        elif run.partial:
+            run.checks.append(
+                f"{name}: {ours:.4f} is not comparable with the published {value:.4f} ({source}): "
+                "some of the file's datasets are not in the task files"
+            )
         elif abs(ours - value) <= TOLERANCE + 1e-12:
             run.checks.append(f"{name}: {ours:.4f} reproduces the published {value:.4f} ({source})")
         else:

@@ -212,7 +212,7 @@ def query_task(
     return Task(
         id=f"{dataset}/{query.name}",
         benchmark=BENCHMARK,
-        question=read_question(query / "query.json"),
+        question=question,
         question_type=QuestionType.FACTOID,
         data=sources,
         unavailable=unavailable,
