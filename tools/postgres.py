@@ -452,9 +452,10 @@ def drop_reader(admin_url: str, reader: str) -> None:
         con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (reader,))
         databases = [row[0] for row in con.execute("SELECT datname FROM pg_database WHERE datallowconn")]
     for dbname in databases:
-        with contextlib.suppress(psycopg.OperationalError):  # a database we may not connect to has no grants of ours
-            with psycopg.connect(_with_dbname(admin_url, dbname), autocommit=True, connect_timeout=10) as con:
-                con.execute(sql.SQL("DROP OWNED BY {}").format(role))
+        url = _with_dbname(admin_url, dbname)
+        # a database we may not connect to holds no grants of ours
+        with contextlib.suppress(psycopg.OperationalError), psycopg.connect(url, autocommit=True) as con:
+            con.execute(sql.SQL("DROP OWNED BY {}").format(role))
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
         con.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
 
@@ -478,11 +479,16 @@ def reader_problems(url: str) -> list[str]:
     """What makes the role `url` names unfit to run agent queries (empty: fit)."""
     checks = [
         ("SELECT rolsuper FROM pg_roles WHERE rolname = current_user", "is a superuser"),
-        ("SELECT rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = current_user", "can create roles or databases"),
+        (
+            "SELECT rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = current_user",
+            "can create roles or databases",
+        ),
         ("SELECT has_table_privilege('pg_catalog.pg_authid', 'SELECT')", "can read pg_authid"),
     ]
     checks += [(f"SELECT pg_has_role({_literal(r)}, 'USAGE')", f"holds {r}") for r in FORBIDDEN_ROLES]
-    checks += [(f"SELECT has_function_privilege({_literal(f)}, 'EXECUTE')", f"may run {f}") for f in FORBIDDEN_FUNCTIONS]
+    checks += [
+        (f"SELECT has_function_privilege({_literal(f)}, 'EXECUTE')", f"may run {f}") for f in FORBIDDEN_FUNCTIONS
+    ]
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as con:
         return [problem for query, problem in checks if con.execute(query).fetchone() == (True,)]
 
@@ -519,7 +525,10 @@ class PostgresServer:
         if self.reader_url is not None:
             problems = reader_problems(self.reader_url)
             if problems:
-                raise PostgresError(f"the role of --postgres-reader-url {' and '.join(problems)}: agent queries need a role that only reads")
+                raise PostgresError(
+                    f"the role of --postgres-reader-url {' and '.join(problems)}: "
+                    "agent queries need a role that only reads"
+                )
             self.reader = _Role(str(conninfo_to_dict(self.reader_url).get("user", "")), "")
             return
         with psycopg.connect(self.url_given, autocommit=True, connect_timeout=10) as con:

@@ -27,6 +27,14 @@ Each call runs `sys.executable -I` under bubblewrap (`bwrap`, 0.8 or newer); the
   namespace (also children that called setsid()); the call returns once they are gone. Ctrl-C
   while waiting does the same; if the caller dies, `--die-with-parent` does.
 - An empty environment but PATH, HOME=/scratch, LANG and DATA_DIR; bwrap itself gets none either.
+  bwrap reads its options from a file descriptor (`--args`), so the sandbox's `/proc/1/cmdline`
+  (bwrap's init) names no host folder.
+- A seccomp filter (tools/seccomp.py, `--seccomp`) refusing new namespaces, mounts, ptrace, bpf,
+  perf_event_open, userfaultfd, keyrings, kernel modules, io_uring and memfd_create.
+- Memory that tmpfs pages could pin outside RLIMIT_AS stays inside the memory budget: `/scratch`
+  (at most a quarter of it, SCRATCH_MAX_BYTES) and a writable `/dev/shm` (a sixteenth, at most
+  SHM_MAX_BYTES) are tmpfs mounts of bounded size, RLIMIT_AS is the budget minus both, and
+  memfd_create is refused.
 
 Consequences: as root, folders shown in the sandbox must be readable by uid 65534 (`chmod -R o+rX`);
 an unreadable data folder is refused with that advice. Exit statuses above 128 are reported as the
@@ -66,12 +74,14 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from .seccomp import SeccompUnavailable, seccomp_program
 
 SandboxMode = Literal["bubblewrap", "unsafe", "unavailable"]
 
 OUTPUT_MAX_BYTES = 32_000  # per stream, into the result
 FILE_SIZE_LIMIT = 256 << 20  # RLIMIT_FSIZE: largest file the code may write (stdout included)
 SCRATCH_MAX_BYTES = 256 << 20  # size of the writable tmpfs
+SHM_MAX_BYTES = 64 << 20  # size of /dev/shm (multiprocessing's semaphores live there)
 PROCESS_LIMIT = 128  # RLIMIT_NPROC in the sandbox: processes and threads (numpy starts one per CPU)
 EXTRA_PROCESSES = 32  # unsafe fallback: RLIMIT_NPROC headroom above what our user already runs
 SANDBOX_UID = 65534  # nobody
@@ -148,6 +158,10 @@ def sandbox_problem() -> str | None:
     if _privileged() and shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed; as root it drops the sandbox to uid 65534"
     try:
+        seccomp_program()
+    except SeccompUnavailable as unavailable:
+        return str(unavailable)
+    try:
         probe = _run_bubblewrap({"main.py": "print('ok')"}, timeout_s=30, memory_mb=512)
     except OSError as error:
         return f"bwrap failed to start: {error}"
@@ -218,6 +232,7 @@ def _run_bubblewrap(
     read_only: Sequence[Path] = (),
     stdin: bytes = b"",
     cpu_s: float | None = None,
+    seccomp_filter: bool = True,  # False only to measure what the filter costs
 ) -> SandboxRun:
     shown = [*([data_dir] if data_dir else []), *read_only]
     if _privileged():
@@ -227,18 +242,25 @@ def _run_bubblewrap(
         given = _anonymous_file(stack, stdin)
         info, out, err = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(3))
         processes = PROCESS_LIMIT + _task_count(SANDBOX_UID) if _privileged() else None
+        scratch, shm = tmpfs_sizes(memory_mb)
         limits = _limits(timeout_s if cpu_s is None else cpu_s, memory_mb, processes)
+        limits["RLIMIT_AS"] -= scratch + shm  # what the tmpfs mounts can hold is memory too
         program = [sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": False})]
-        command = bubblewrap_command(program, data_dir, read_only, input_fds, info.fileno())
-        # bwrap gets an empty environment too: the sandbox's /proc/1/environ is bwrap's
+        seccomp = _anonymous_file(stack, seccomp_program()).fileno() if seccomp_filter else None
+        command = bubblewrap_command(program, data_dir, read_only, input_fds, info.fileno(), seccomp, memory_mb)
+        options, program_part = command[1 : command.index("--")], command[command.index("--") :]
+        args = _anonymous_file(stack, b"".join(option.encode() + b"\0" for option in options))
+        # bwrap gets an empty environment too: the sandbox's /proc/1/environ is bwrap's; and its
+        # options by fd, so /proc/1/cmdline shows only "bwrap --args N -- <program>"
         process = subprocess.Popen(
-            command,
+            ["bwrap", "--args", str(args.fileno()), *program_part],
+            executable=command[0],
             env={},
             cwd="/",
             stdin=given,
             stdout=out,
             stderr=err,
-            pass_fds=[*input_fds.values(), info.fileno()],
+            pass_fds=[*input_fds.values(), info.fileno(), args.fileno(), *([seccomp] if seccomp else [])],
             start_new_session=True,  # Ctrl-C in the terminal reaches us, not bwrap: we tear it down
         )
         timed_out = _supervise(process, info.fileno(), timeout_s)
@@ -422,8 +444,11 @@ def bubblewrap_command(
     read_only: Sequence[Path] = (),
     input_fds: Mapping[str, int] | None = None,
     info_fd: int | None = None,
+    seccomp_fd: int | None = None,
+    memory_mb: int | None = None,
 ) -> list[str]:
-    """The bwrap command line running `program` (see the module docstring for each layer)."""
+    """The bwrap command line running `program` (see the module docstring for each layer);
+    `memory_mb` sizes the tmpfs mounts (default: their maximum)."""
     mounts = _system_mounts()
     _python_mounts(mounts)
     mounts.show(Path(p).resolve() for p in read_only)
@@ -439,7 +464,9 @@ def bubblewrap_command(
         empty = ["--perms", "0555", "--size", "4096", "--tmpfs"] if mask.is_dir() else ["--ro-bind", "/dev/null"]
         command += [*empty, str(mask)]
     command += ["--proc", "/proc", "--dev", "/dev"]
-    command += ["--perms", "1777", "--size", str(SCRATCH_MAX_BYTES), "--tmpfs", SCRATCH]
+    scratch, shm = tmpfs_sizes(memory_mb)
+    command += ["--perms", "1777", "--size", str(scratch), "--tmpfs", SCRATCH]
+    command += ["--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
     for name, fd in (input_fds or {}).items():
         command += ["--perms", INPUT_FILE_MODE, "--file", str(fd), f"{SCRATCH}/{name}"]
     environment = {"PATH": SANDBOX_PATH, "HOME": SCRATCH, "LANG": "C.UTF-8"}
@@ -451,7 +478,18 @@ def bubblewrap_command(
         command += ["--setenv", name, value]
     if info_fd is not None:
         command += ["--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        command += ["--seccomp", str(seccomp_fd)]
     return [*command, "--", *_drop_to_sandbox_user(), *program]
+
+
+def tmpfs_sizes(memory_mb: int | None) -> tuple[int, int]:
+    """Bytes of /scratch and /dev/shm for a memory budget: a quarter and a sixteenth of it, at most
+    SCRATCH_MAX_BYTES and SHM_MAX_BYTES."""
+    if memory_mb is None:
+        return SCRATCH_MAX_BYTES, SHM_MAX_BYTES
+    budget = memory_mb << 20
+    return min(SCRATCH_MAX_BYTES, budget // 4), min(SHM_MAX_BYTES, budget // 16)
 
 
 def _isolation_options() -> list[str]:

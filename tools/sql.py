@@ -17,6 +17,16 @@ refused in layers, because one layer can have gaps:
   privileges.
 
 Every query has a row cap, a byte cap on the rendered text and a timeout.
+
+SQLite and DuckDB run inside the runner, so what one query may allocate there is bounded too
+(an agent's query must not take the run down): SQLite's values are capped at VALUE_MAX_BYTES
+(`Connection.setlimit`), its heap at SQLITE_HEAP_LIMIT (process-wide), and functions that expose
+pointers or load code (`fts3_tokenizer`, `load_extension`...) are denied by the authorizer;
+DuckDB runs with a `memory_limit` and few threads, and the scalar functions that build one huge
+value outside that limit (`repeat`, `lpad`, `range`...) are refused. PostgreSQL's reader role
+bounds the server (tools/postgres.py); a query's result that comes over exceeds no
+RESULT_MAX_BYTES there either: the server checks the running size and fails the query. Every
+backend stops fetching at RESULT_MAX_BYTES, with an error that says so.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import re
 import sqlite3
 import threading
@@ -49,6 +60,15 @@ from .files import source_path
 SAMPLE_ROWS = 2
 SAMPLE_CELL_CHARS = 60
 READ_ONLY_HINT = "the database is read-only; only single SELECT/WITH queries are allowed"
+RESULT_MAX_BYTES = 64 << 20  # what one query's fetched rows may hold in the runner
+VALUE_MAX_BYTES = 4 << 20  # SQLite: one string or blob
+SQLITE_HEAP_LIMIT = 128 << 20  # SQLite: everything SQLite holds in this process (PRAGMA hard_heap_limit)
+DUCKDB_MEMORY_LIMIT = "256MB"
+DUCKDB_THREADS = 2
+TOO_LARGE = (
+    f"the result exceeds {RESULT_MAX_BYTES >> 20} MB (values are capped too); aggregate, select fewer columns "
+    "or add a LIMIT"
+)
 
 _SAFE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # DuckDB's reserved words are a superset of what SQLite needs quoting for; quoting a
@@ -165,6 +185,32 @@ class Database(ABC):
         return ToolError(f"query cancelled after the {self.timeout_s:g}s timeout; simplify it or add a LIMIT")
 
 
+def _size(value: Any) -> int:
+    """Roughly what a fetched cell holds in memory."""
+    if isinstance(value, str | bytes | bytearray):
+        return len(value) + 50
+    if isinstance(value, list | tuple | dict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return 50 + sum(_size(key) + _size(item) for key, item in items)
+    return 32
+
+
+def fetch_bounded(fetchmany: Any, max_rows: int, batch: int) -> list[Any]:
+    """At most max_rows + 1 rows (the +1 tells the caller more exist), `batch` at a time;
+    a ToolError once they would hold more than RESULT_MAX_BYTES."""
+    rows: list[Any] = []
+    used = 0
+    while len(rows) <= max_rows:
+        got = fetchmany(min(batch, max_rows + 1 - len(rows)))
+        if not got:
+            break
+        used += sum(_size(cell) for row in got for cell in row)
+        if used > RESULT_MAX_BYTES:
+            raise ToolError(f"refused: {TOO_LARGE}")
+        rows += got
+    return rows
+
+
 def database_file(source: DataSource, base_dir: Path | None) -> Path:
     path = source_path(source, base_dir)
     if not path.is_file():
@@ -182,6 +228,24 @@ _SQLITE_ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{a}"): a for a in _SQLITE_ACTI
 _SQLITE_READ_ACTIONS = {sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 # PRAGMAs that only describe the schema; their argument is a table or index name.
 _SQLITE_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
+# Functions that return or take pointers, load code or touch files: fts3_tokenizer('simple') returns
+# a code address and with a second argument overwrites it.
+_SQLITE_DENIED_FUNCTIONS = {
+    "fts3_tokenizer", "load_extension", "readfile", "writefile", "edit", "fts5", "fts5_source_id",
+    "sqlite_dbdata", "sqlite_dbpage", "zipfile", "sha3_query", "eval",
+}  # fmt: skip
+_SQLITE_LIMITS = {  # per connection (sqlite3.SQLITE_LIMIT_*)
+    "LENGTH": VALUE_MAX_BYTES,  # a string, blob or row: zeroblob(900000000) fails
+    "SQL_LENGTH": 1 << 20,
+    "COLUMN": 2000,
+    "EXPR_DEPTH": 1000,
+    "COMPOUND_SELECT": 500,
+    "FUNCTION_ARG": 127,
+    "ATTACHED": 0,
+    "LIKE_PATTERN_LENGTH": 50_000,
+    "TRIGGER_DEPTH": 10,
+    "WORKER_THREADS": 0,
+}
 
 
 class SqliteDatabase(Database):
@@ -196,11 +260,17 @@ class SqliteDatabase(Database):
         uri = database_file(source, base_dir).as_uri() + "?mode=ro"
         self._con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         self._con.execute("PRAGMA query_only=ON")
+        self._con.execute(f"PRAGMA hard_heap_limit={SQLITE_HEAP_LIMIT}")
+        for name, value in _SQLITE_LIMITS.items():
+            self._con.setlimit(getattr(sqlite3, f"SQLITE_LIMIT_{name}"), value)
         self._con.set_authorizer(self._authorize)
         self._con.set_progress_handler(self._progress, 10_000)
 
     def _authorize(self, action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
-        if action in _SQLITE_READ_ACTIONS or (action == sqlite3.SQLITE_PRAGMA and arg1 in _SQLITE_READ_PRAGMAS):
+        denied_function = action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS
+        if not denied_function and (
+            action in _SQLITE_READ_ACTIONS or (action == sqlite3.SQLITE_PRAGMA and arg1 in _SQLITE_READ_PRAGMAS)
+        ):
             return sqlite3.SQLITE_OK
         if self._denied is None:
             parts = [_SQLITE_ACTION_NAMES.get(action, str(action)), arg1, arg2 and f"= {arg2}"]
@@ -218,13 +288,15 @@ class SqliteDatabase(Database):
         try:
             cursor.execute(sql)
             columns = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchmany(max_rows + 1)
+            rows = fetch_bounded(cursor.fetchmany, max_rows, 1)  # one row is at most what SQLite's heap holds
         except sqlite3.ProgrammingError as error:
             if "one statement at a time" in str(error):
                 raise ToolError("refused: multiple statements in one call; send one query per call") from error
             raise ToolError(f"SQL error: {error}") from error
         except sqlite3.DatabaseError as error:
             raise self._explain(sql, error) from error
+        except MemoryError as error:  # SQLite's heap limit
+            raise ToolError(f"refused: the query needs more memory than SQLite may use here; {TOO_LARGE}") from error
         finally:
             cursor.close()
         return QueryResult(columns, rows[:max_rows], len(rows) > max_rows)
@@ -232,9 +304,18 @@ class SqliteDatabase(Database):
     def _explain(self, sql: str, error: sqlite3.DatabaseError) -> ToolError:
         if self._interrupted:
             return self._timed_out()
+        if self._denied is not None and self._denied.startswith("FUNCTION"):
+            name = self._denied.rpartition(" ")[2]
+            return ToolError(
+                f"refused: SQL function {name}() is not allowed (it exposes memory addresses or loads code)"
+            )
         if self._denied is not None or "readonly" in str(error):
             denied = f" (SQLite authorizer denied: {self._denied})" if self._denied else ""
             return ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}{denied}")
+        if isinstance(error, sqlite3.DataError | sqlite3.OperationalError) and (
+            "too big" in str(error) or "out of memory" in str(error)
+        ):
+            return ToolError(f"refused: {error}: {TOO_LARGE}")
         return ToolError(f"SQL error: {error}")
 
     def tables(self) -> list[TableInfo]:
@@ -255,8 +336,17 @@ _DUCKDB_CONFIG = {
     "enable_external_access": False,  # no files, URLs, ATTACH, COPY or Python replacement scans
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
-    "lock_configuration": True,  # refuses SET / PRAGMA x=y
+    "memory_limit": DUCKDB_MEMORY_LIMIT,
+    "threads": DUCKDB_THREADS,
 }
+# Per session, then locked: lock_configuration refuses SET / PRAGMA x=y from then on.
+_DUCKDB_SESSION = ("SET enable_progress_bar = false", "SET lock_configuration = true")
+# Scalar functions whose one result DuckDB builds outside its memory_limit (repeat('x', 600000000)
+# takes 600 MB in the runner); as table functions (FROM range(n)) they stream and are allowed.
+_DUCKDB_DENIED_FUNCTIONS = {
+    "repeat", "lpad", "rpad", "range", "generate_series", "list_resize", "array_resize", "printf", "format",
+    "bar", "format_bytes", "list_repeat",
+}  # fmt: skip
 
 
 class DuckDbDatabase(Database):
@@ -266,6 +356,8 @@ class DuckDbDatabase(Database):
         super().__init__(source, base_dir, timeout_s)
         path = database_file(source, base_dir)
         self._con = duckdb.connect(str(path), read_only=True, config=dict(_DUCKDB_CONFIG))
+        for statement in _DUCKDB_SESSION:  # the progress bar would draw on the runner's terminal
+            self._con.execute(statement)
 
     def _check(self, sql: str) -> None:
         try:
@@ -279,6 +371,12 @@ class DuckDbDatabase(Database):
         if statements[0].type not in _DUCKDB_READ_TYPES:
             raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
         check_read_statement(sql, "duckdb")
+        denied = sorted(_called_functions(self._con, sql) & _DUCKDB_DENIED_FUNCTIONS)
+        if denied:
+            raise ToolError(
+                f"refused: {', '.join(denied)}() can build one value larger than the query memory allows; "
+                "use it as a table function (FROM range(n)) or build the value outside SQL"
+            )
 
     def _query(self, sql: str, max_rows: int) -> QueryResult:
         self._check(sql)
@@ -287,9 +385,13 @@ class DuckDbDatabase(Database):
         try:
             self._con.execute(sql)
             columns = [d[0] for d in self._con.description or []]
-            rows = self._con.fetchmany(max_rows + 1)
+            rows = fetch_bounded(self._con.fetchmany, max_rows, 2048)  # a chunk is within memory_limit
         except duckdb.InterruptException as error:
             raise self._timed_out() from error
+        except duckdb.OutOfMemoryException as error:
+            raise ToolError(
+                f"refused: the query needs more than DuckDB's {DUCKDB_MEMORY_LIMIT} memory limit"
+            ) from error
         except duckdb.Error as error:
             raise ToolError(f"SQL error: {error}") from error
         finally:
@@ -326,6 +428,34 @@ class DuckDbDatabase(Database):
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _called_functions(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
+    """Lower-case names of the scalar and aggregate functions `sql` calls, by DuckDB's own parser
+    (any spelling: `repeat(x, n)`, `x.repeat(n)`, `"repeat"(x, n)`); table functions left out."""
+    explain = _EXPLAIN.match(sql)
+    if explain:  # EXPLAIN ANALYZE runs the statement; the serializer takes SELECTs only
+        sql = sql[explain.end() :]
+    try:
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0])  # type: ignore[index]
+    except (duckdb.Error, TypeError, ValueError):
+        tree = {"error": True}
+    if tree.get("error"):  # a form it cannot serialize (SUMMARIZE, PIVOT...): every word counts
+        return {word.lower() for word in re.findall(r"\w+", sql)}
+    names: set[str] = set()
+
+    def walk(node: Any, table_function: bool = False) -> None:
+        if isinstance(node, dict):
+            if node.get("class") == "FUNCTION" and not table_function:
+                names.add(str(node.get("function_name", "")).lower())
+            for key, value in node.items():
+                walk(value, node.get("type") == "TABLE_FUNCTION" and key == "function")
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(tree)
+    return names
 
 
 # DECLARE ... CURSOR (a server-side cursor, so the row cap bounds what is transferred) takes
@@ -374,7 +504,10 @@ class PostgresDatabase(Database):
         check_read_statement(sql, "postgres")
         if leading_keyword(sql) not in _PG_READ_KEYWORDS:  # sqlglot lets what it cannot parse pass
             raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
-        return self._run(sql, None, max_rows)
+        if leading_keyword(sql) not in _PG_CURSOR_KEYWORDS:
+            return self._run(sql, None, max_rows)
+        result = self._run(_pg_sized(sql), None, max_rows)
+        return QueryResult(result.columns[:-1], [row[:-1] for row in result.rows], result.more)
 
     def _run(self, sql: str, params: Sequence[Any] | None, max_rows: int) -> QueryResult:
         try:
@@ -382,7 +515,7 @@ class PostgresDatabase(Database):
             if leading_keyword(sql) in _PG_CURSOR_KEYWORDS:
                 with self._con.cursor(name="agent_query") as cursor:
                     cursor.execute(sql, params)  # DECLARE: one statement only
-                    rows = cursor.fetchmany(max_rows + 1)
+                    rows = fetch_bounded(cursor.fetchmany, max_rows, 1000)
                     columns = [d.name for d in cursor.description or []]
             else:
                 with self._con.cursor() as cursor:
@@ -391,6 +524,10 @@ class PostgresDatabase(Database):
                     columns = [d.name for d in cursor.description or []]
         except psycopg.errors.QueryCanceled as error:
             raise self._timed_out() from error
+        except psycopg.errors.InvalidTextRepresentation as error:
+            if _PG_TOO_LARGE in str(error):
+                raise ToolError(f"refused: {TOO_LARGE}") from error
+            raise ToolError(f"SQL error: {_pg_message(error)}") from error
         except _PG_REFUSED as error:
             raise ToolError(f"refused by PostgreSQL: {_pg_message(error)} ({READ_ONLY_HINT})") from error
         except psycopg.Error as error:
@@ -432,6 +569,25 @@ class PostgresDatabase(Database):
         self._con.close()
 
 
+_PG_TOO_LARGE = "result larger than the limit: "
+_PG_SIZE_COLUMN = "__result_bytes"
+
+
+def _pg_sized(sql: str) -> str:
+    """The agent's query with its result's running size (the last column, dropped again): the
+    server fails the query once it passes RESULT_MAX_BYTES, before the rows reach the runner.
+    A non-constant cast of a message to integer is how plain SQL raises an error."""
+    body = sql.strip()
+    while body.endswith(";"):
+        body = body[:-1].rstrip()
+    size = f'"{_PG_SIZE_COLUMN}"'
+    return (
+        f"SELECT * FROM (SELECT q.*, sum(pg_column_size(q.*)) OVER (ROWS UNBOUNDED PRECEDING) AS {size} "
+        f"FROM (\n{body}\n) AS q) AS sized "
+        f"WHERE CASE WHEN {size} > {RESULT_MAX_BYTES} THEN ('{_PG_TOO_LARGE}' || {size})::int IS NULL ELSE true END"
+    )
+
+
 def _pg_message(error: psycopg.Error) -> str:
     """The server's message and hint, without psycopg's quote of the statement (which shows
     our DECLARE wrapper rather than the agent's query)."""
@@ -456,6 +612,9 @@ BACKENDS: dict[DataSourceKind, type[Database]] = {
     DataSourceKind.DUCKDB: DuckDbDatabase,
     DataSourceKind.POSTGRES: PostgresDatabase,
 }
+# Run in a worker process under a memory rlimit (tools/sql_worker.py): DuckDB builds some values
+# outside its memory_limit, inside the process that opened it.
+WORKER_KINDS = {DataSourceKind.DUCKDB}
 
 
 class Databases:
@@ -473,6 +632,10 @@ class Databases:
 
     def _open(self, source: DataSource, base_dir: Path | None) -> Database:
         backend = BACKENDS.get(source.kind)
+        if backend is not None and source.kind in WORKER_KINDS:
+            from .sql_worker import WorkerDatabase  # it imports this module
+
+            return WorkerDatabase(source, base_dir, self.settings.sql_timeout_s)
         if backend is None:
             raise ToolError(f"data source {source.name!r}: {source.kind} databases are not supported")
         return backend(source, base_dir, self.settings.sql_timeout_s)

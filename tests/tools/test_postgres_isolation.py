@@ -74,7 +74,7 @@ def test_a_superuser_url_gives_the_agent_a_reader_that_reads_no_files_programs_o
         rows = query_db.run({"db_name": "books", "query": "SELECT count(*) AS n FROM books_info"}).data["rows"]
         assert rows == [{"n": 200}]
         for name, probe in PROBES.items():
-            with pytest.raises(ToolError, match="permission denied|must be superuser|refused") as refused:
+            with pytest.raises(ToolError, match=r"permission denied|must be superuser|refused") as refused:
                 query_db.run({"db_name": "books", "query": probe})
             print(f"{name}: {refused.value}")
         reader_url = prepared[0].data[0].location or ""
@@ -120,7 +120,7 @@ def test_a_url_role_that_cannot_create_roles_is_refused_and_so_is_a_privileged_r
         con.execute("CREATE ROLE file_reader LOGIN PASSWORD 'pw' IN ROLE pg_read_server_files")
     host_and_database = server.admin_url().split("@", 1)[1]
     plain = f"postgresql://plain_owner:pw@{host_and_database}"
-    with pytest.raises(PostgresError, match="cannot create roles.*--postgres-reader-url"):
+    with pytest.raises(PostgresError, match=r"cannot create roles.*--postgres-reader-url"):
         prepare_postgres([dab_task("iso_plain")], url=plain)
     reader = f"postgresql://file_reader:pw@{host_and_database}"
     with pytest.raises(PostgresError, match="holds pg_read_server_files"):
