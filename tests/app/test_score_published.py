@@ -4,6 +4,7 @@ submission, DBGorilla's experimental results, FDABench's reference-harness rows)
 import json
 import math
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -255,3 +256,39 @@ def test_fdabench_reference_harness_rows_are_matched_by_instance_and_scored(tmp_
     assert [r["task_id"] for r in scored] == ["FDA0722", report["task_id"]]
     assert scored[0]["exact_match"] == 1.0
     assert scored[1]["rouge1_f"] == pytest.approx(scored[1]["published_rouge1"])  # the harness's ROUGE-1 of a copy
+
+
+def test_the_id_shape_of_a_dab_submission_names_the_same_tasks(tmp_path):
+    submission = tmp_path / "s.json"
+    entries = [
+        {"id": "BOOKREVIEW/query1", "run": "0", "answer": "1 not answerable"},
+        {"id": "bookreview/2", "run": "0", "answer": "no"},
+    ]
+    submission.write_text(json.dumps([{"dataset": "bookreview", "query": "1", "run": "0", "answer": ""}]))
+    dab_tree_for(submission, tmp_path / "dab")
+    (tmp_path / "dab/query_bookreview/query2").mkdir()
+    shutil.copy(tmp_path / "dab/query_bookreview/query1/query.json", tmp_path / "dab/query_bookreview/query2/")
+    shutil.copy(tmp_path / "dab/query_bookreview/query1/ground_truth.csv", tmp_path / "dab/query_bookreview/query2/")
+    submission.write_text(json.dumps(entries))
+    out = tmp_path / "rows.jsonl"
+    result = run_score("--benchmark", "dab", "--tasks-path", tmp_path / "dab", "--predictions", submission, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert [(r["task_id"], r["run"]) for r in rows_of(out)] == [("bookreview/query1", "0"), ("bookreview/query2", "0")]
+
+
+def test_fdabench_results_are_read_from_the_harness_duckdb_file(tmp_path):
+    import duckdb
+
+    database = tmp_path / "tooluse.duckdb"
+    with duckdb.connect(str(database)) as con:  # the table create_query_row's rows go into (store_in_duckdb)
+        con.execute(
+            "CREATE TABLE query_results (instance_id VARCHAR, question_type VARCHAR, selected_answer VARCHAR, "
+            "report VARCHAR, design_pattern VARCHAR, model VARCHAR, tools_executed VARCHAR)"
+        )
+        con.execute("INSERT INTO query_results VALUES ('bq008', 'single_choice', 'B', '', 'tooluse', 'm', '[]')")
+        con.execute("INSERT INTO query_results VALUES ('bq339', 'single_choice', 'A', '', 'tooluse', 'm', '[]')")
+    out = tmp_path / "rows.jsonl"
+    flags = ["--benchmark", "fdabench", "--tasks-path", FIXTURES / "fdabench", "--predictions", database]
+    result = run_score(*flags, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert [(r["task_id"], r["exact_match"]) for r in rows_of(out)] == [("FDA0722", 1.0), ("FDA0902", 0.0)]
