@@ -271,7 +271,9 @@ def test_the_id_shape_of_a_dab_submission_names_the_same_tasks(tmp_path):
     shutil.copy(tmp_path / "dab/query_bookreview/query1/ground_truth.csv", tmp_path / "dab/query_bookreview/query2/")
     submission.write_text(json.dumps(entries))
     out = tmp_path / "rows.jsonl"
-    result = run_score("--benchmark", "dab", "--tasks-path", tmp_path / "dab", "--predictions", submission, "--out", out)
+    result = run_score(
+        "--benchmark", "dab", "--tasks-path", tmp_path / "dab", "--predictions", submission, "--out", out
+    )
     assert result.exit_code == 0, result.output
     assert [(r["task_id"], r["run"]) for r in rows_of(out)] == [("bookreview/query1", "0"), ("bookreview/query2", "0")]
 
