@@ -14,6 +14,7 @@ from ..compare.model import ModelConfig
 from ..compare.trace import Trace
 from . import exports, failures, html, plots, tables
 from .cells import ReportTable
+from .costs import amortised_cost_per_task, cost_per_task, index_shares
 from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_runs
@@ -62,11 +63,12 @@ def _headline(data: ReportData) -> list[str]:
         leader = leader_line(data)
         if leader:
             lines.append(leader)
-    spent = [r for r in rows if r.tasks > r.unavailable]
+    spent, shares = [r for r in rows if r.tasks > r.unavailable], index_shares(data)
     if spent:
-        cheapest = min(spent, key=lambda r: r.total_cost_usd / (r.tasks - r.unavailable))
-        per_task = cheapest.total_cost_usd / (cheapest.tasks - cheapest.unavailable)
-        lines.append(f"Cheapest: {cheapest.system}/{cheapest.model} ${per_task:.5f} per task")
+        cheapest = min(spent, key=lambda r: amortised_cost_per_task(r, shares))  # index building amortised
+        per_task, own = amortised_cost_per_task(cheapest, shares), cost_per_task(cheapest)
+        beside = f" (with its index building; ${own:.5f} for the tasks alone)" if per_task != own else ""
+        lines.append(f"Cheapest: {cheapest.system}/{cheapest.model} ${per_task:.5f} per task{beside}")
         timed = [r for r in spent if r.mean_latency_s is not None]
         fastest = min(timed, key=lambda r: r.mean_latency_s or 0.0) if timed else None
         if fastest is not None:

@@ -1,0 +1,62 @@
+"""Cost per task, with index building amortised over the tasks that used the index.
+
+A RAG system builds its indexes (entity graph, community summaries, embeddings) once, before any task's
+clock, metered apart (`manifest.systems.<name>.indexing`), so no task record holds that spend and the
+per-task mean alone makes such a system look cheaper than it is. The headline cost per task and the
+cost-vs-quality chart use `amortised_cost_per_task`:
+
+- a run's index cost for one system × model is spread evenly over the tasks that run ran with it (every
+  task of a RAG row reads its task's index; when tasks use different corpora, the row's mean is the same
+  as charging each index to the tasks that read it), and a report on several runs charges each kept
+  record its own run's share;
+- an index read from the cache is charged what building it cost (the report's `built`), so a second run
+  is not cheaper than the first; a build that failed is charged what it spent;
+- the per-task-only figure (`cost_per_task`, what the records hold) is shown beside it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from ..compare.runlog import Manifest
+from .runs import ReportData, row_names
+from .summary import SummaryRow
+
+
+def index_cost(manifest: Manifest, system: str, model: str) -> float:
+    """USD that building `system`'s indexes with `model` cost (read from the cache: what the build cost)."""
+    total = 0.0
+    for entry in (manifest.systems.get(system) or {}).get("indexing") or []:
+        if entry.get("model") not in (None, "", model):
+            continue
+        spent = (entry.get("built") or {}) if entry.get("cached") else entry
+        total += float(spent.get("cost_usd") or 0.0)
+    return total
+
+
+def index_shares(data: ReportData) -> dict[tuple[str, str], float]:
+    """(row system, model) -> the index cost charged to that row's records in the report."""
+    names = row_names(data.runs)
+    kept = set(data.common_tasks)
+    charged: dict[tuple[str, str], float] = {}
+    for position, run in enumerate(data.runs):
+        ran = [r for r in run.records if r.status != "data_unavailable"]
+        tasks = Counter((r.system, r.model) for r in ran)
+        shown = Counter((r.system, r.model) for r in ran if r.task_id in kept)
+        for (system, model), count in tasks.items():
+            cost = index_cost(run.manifest, system, model)
+            if cost:
+                row = (names[(position, system, model)], model)
+                charged[row] = charged.get(row, 0.0) + cost * shown[(system, model)] / count
+    return charged
+
+
+def cost_per_task(row: SummaryRow) -> float:
+    """The records' own mean cost per task (no index building)."""
+    return row.total_cost_usd / max(1, row.tasks - row.unavailable)
+
+
+def amortised_cost_per_task(row: SummaryRow, shares: Mapping[tuple[str, str], float]) -> float:
+    """Mean cost per task with the row's index cost amortised over its tasks (module docstring)."""
+    return (row.total_cost_usd + shares.get((row.system, row.model), 0.0)) / max(1, row.tasks - row.unavailable)
