@@ -137,7 +137,7 @@ def _rescored_manifest(run: RunLog, benchmark: Benchmark) -> Manifest:
             "schema_version": RUN_LOG_SCHEMA_VERSION,
             "identity": identity.model_copy(update={"scorers": now}),
             "rescored": Rescored(
-                source=str(run.run_dir),
+                source=str(Path(run.run_dir).absolute()),
                 at=utc_now(),
                 scorers_before=old.identity.scorers if old.identity else {},
                 code=process_code_identity(),
