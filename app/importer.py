@@ -6,7 +6,8 @@ beside ours in one report. Formats: `dab-trajectories` (`tasks/dab_trajectories.
 trial; the system is named for the agent (`dab-react`, `--system`); with the tasks (`--tasks-path`) each
 answer is scored by the benchmark's scorers (DAB: the query's validate.py, else its ground truth). The
 manifest says where the run came from and which fields the published files did not record
-(`config.imported.missing`, with the number of trials each applies to).
+(`systems.<name>.imported.missing`, with the number of trials each applies to); its `config` is a run
+configuration of ours (benchmark `dab`, the tasks when given), so `compare rescore` reads it too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..compare.scorer import score
 from ..compare.task import Task
 from ..compare.trace import Budgets, utc_now
 from ..tasks.dab_trajectories import TrajectoryError, Trial, find_trials, read_trial
+from .config import RunConfig
 
 IMPORT_FORMATS = ("dab-trajectories",)
 DEFAULT_SYSTEM = "dab-react"
@@ -113,17 +115,21 @@ def _manifest(
 ) -> Manifest:
     models = sorted({t.model for t in trials})
     systems = sorted({t.trace.system for t in trials})
-    config = {
-        "benchmark": "dab",
-        "imported": {
-            "format": "dab-trajectories",
-            "path": str(Path(path).absolute()),
-            "trials": len(trials),
-            "missing": imported.missing,
-            "scored_with": str(benchmark.path) if benchmark is not None and benchmark.path else None,
-            "unscored_tasks": sorted(set(imported.unscored)),
-        },
+    imported_from = {
+        "format": "dab-trajectories",
+        "path": str(Path(path).absolute()),
+        "trials": len(trials),
+        "missing": imported.missing,
+        "unscored_tasks": sorted(set(imported.unscored)),
     }
+    # A run configuration of ours (so `compare rescore` and `--resume` checks read it): the benchmark, its
+    # tasks when given, DAB's harness budgets; where the trials came from is told under `systems`.
+    tasks_path = str(Path(benchmark.path).absolute()) if benchmark is not None and benchmark.path else None
+    hints = bool(benchmark.options.get("hints")) if benchmark is not None else False
+    budgets = Budgets(max_steps=100, wall_time_s=3600, tool_result_max_chars=10_000, max_tokens=2_000_000)
+    config = RunConfig(
+        workflows=systems, models=models, benchmark="dab", tasks_path=tasks_path, hints=hints, budgets=budgets
+    )
     return Manifest(
         suite_version=__version__,
         python=platform.python_version(),
@@ -131,11 +137,11 @@ def _manifest(
         started_at=min((t.trace.started_at for t in trials if t.trace.started_at), default=utc_now()),
         finished_at=utc_now(),
         status="completed",
-        config=config,
+        config=config.model_dump(mode="json"),
         models=[ModelConfig(alias=m, provider="dab-published", model_id=m) for m in models],
-        budgets=Budgets(max_steps=100, wall_time_s=3600, tool_result_max_chars=10_000, max_tokens=2_000_000),
+        budgets=budgets,
         systems={
-            name: {"imported": "DAB's published ReAct agent (common_scaffold)", "kind": "imported"} for name in systems
+            name: {"kind": "imported", "agent": "DAB's ReAct agent", "imported": imported_from} for name in systems
         },
         benchmark="dab",
         task_ids=sorted({t.task_id for t in trials}),

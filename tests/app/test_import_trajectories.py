@@ -66,7 +66,7 @@ def test_each_trial_imports_with_the_calls_tools_tokens_and_answer_of_its_files(
         assert record.answer.get("text", "") == answer
         assert record.status == {"return_answer": "completed", "no_tool_call": "no_tool_call"}[reason]
     manifest = json.loads((out / "manifest.json").read_text())
-    missing = manifest["config"]["imported"]["missing"]
+    missing = manifest["systems"]["dab-react"]["imported"]["missing"]
     assert missing["model calls' latency and tokens (no llm_calls.jsonl)"] == 2
     assert missing["cost (no published file records it)"] == 3
 
@@ -123,3 +123,12 @@ def test_the_imported_run_renders_beside_a_run_of_our_own_with_the_trajectory_st
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines()[2:]}
     assert rows["dab-react"][1] == "gemini-2.5-flash" and rows["tool_use"][1] == "scripted"
     assert rows["tool_use"][6] == "2.0"  # our run: list_db and query_db per trajectory
+
+
+def test_an_imported_run_is_rescored_like_one_of_ours(tmp_path):
+    result, imported = import_run(tmp_path, "--tasks-path", str(BOOKREVIEW))
+    assert result.exit_code == 0, result.output
+    rescored = CliRunner().invoke(app, ["rescore", str(imported), "--out", str(tmp_path / "rescored")])
+    assert rescored.exit_code == 0, rescored.output
+    before = {(r.task_id, r.epoch): r.scores for r in read_records(imported)}
+    assert {(r.task_id, r.epoch): r.scores for r in read_records(tmp_path / "rescored")} == before
