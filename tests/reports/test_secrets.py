@@ -1,5 +1,5 @@
-"""Nothing secret in a run directory or its report: fake keys in the environment and a password in
---base-url appear in no file, the Parquet table's cells included."""
+"""Nothing secret in a run directory or its report: fake keys in the environment and a password in an
+alias's base URL (HTTP Basic auth, `basic_auth: true`) appear in no file, the Parquet table's cells included."""
 
 import duckdb
 from typer.testing import CliRunner
@@ -33,9 +33,15 @@ def test_no_key_or_password_reaches_the_run_directory_or_the_report(tmp_path, mo
     out = tmp_path / "run"
     answer = tool_call_response([("c1", "answer", '{"answer": "A"}')], usage_body=usage(100, 10, cost=0.002))
     with FakeOpenAIServer(default=answer) as fake:
-        base_url = fake.base_url.replace("http://", f"http://reporter:{PASSWORD}@")
-        flags = ["--models", "openai-compatible:fake-model", "--base-url", base_url, "--api-key-env", "FAKE_PROXY_KEY"]
-        result = runner.invoke(app, [*flags, "--limit", "2", "--out", str(out)])
+        base_url = fake.base_url.replace("http://", f"http://reporter:{PASSWORD}@")  # Basic auth, said so (issue 19)
+        table = tmp_path / "models.yaml"
+        table.write_text(
+            f"models:\n  proxy: {{provider: openai-compatible, model_id: fake-model, base_url: '{base_url}',"
+            " basic_auth: true, api_key_env: FAKE_PROXY_KEY}\n"
+        )
+        config = tmp_path / "run.yaml"
+        config.write_text(f"models_file: {table}\nmodels: [proxy]\n")
+        result = runner.invoke(app, ["--config", str(config), "--limit", "2", "--out", str(out)])
         assert fake.requests, "the run never reached the fake server"
     assert result.exit_code == 0, result.output
     assert (out / "report.html").exists() and (out / "results.parquet").exists()
