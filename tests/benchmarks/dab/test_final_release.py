@@ -6,6 +6,7 @@ import shutil
 
 import yaml
 
+from data_agent_compare.compare.runlog import ResultRecord
 from data_agent_compare.tasks.dab import DataAgentBench, load_dab
 
 from helpers import FIXTURES
@@ -57,3 +58,35 @@ def test_mongodb_datasets_say_they_run_on_the_stand_in():
     assert flagged == {"agnews"}
     warnings = DataAgentBench(FINAL).warnings(tasks)
     assert any("agnews" in w and "stand-in" in w and "not a MongoDB server" in w for w in warnings)
+
+
+def dab_record(task_id, sources):
+    return ResultRecord.model_validate(
+        {
+            "task_id": task_id,
+            "benchmark": "dab",
+            "system": "tool_use",
+            "model": "m",
+            "epoch": 1,
+            "question_type": "factoid",
+            "status": "completed",
+            "answer": {"text": "x"},
+            "scores": {"correct": 1.0},
+            "usage": {},
+            "latency_s": 1.0,
+            "latency_by_phase": {},
+            "model_calls": 1,
+            "tool_calls": [],
+            "trace_file": "traces/t.json",
+            "data_sources": sources,
+        }
+    )
+
+
+def test_the_report_says_which_datasets_ran_on_the_mongodb_stand_in():
+    records = [
+        dab_record("agnews/query1", ["articles_database (mongo)", "metadata_database (sqlite)"]),
+        dab_record("stockindex/query1", ["indexinfo_database (sqlite)"]),
+    ]
+    lines = "\n".join(DataAgentBench.report_lines(records))
+    assert "Datasets agnews:" in lines and "stand-in" in lines and "stockindex:" not in lines.split("Datasets")[1]
