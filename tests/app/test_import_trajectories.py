@@ -132,3 +132,14 @@ def test_an_imported_run_is_rescored_like_one_of_ours(tmp_path):
     assert rescored.exit_code == 0, rescored.output
     before = {(r.task_id, r.epoch): r.scores for r in read_records(imported)}
     assert {(r.task_id, r.epoch): r.scores for r in read_records(tmp_path / "rescored")} == before
+
+
+def test_imported_steps_follow_the_one_set_of_phase_rules(tmp_path):
+    result, out = import_run(tmp_path)
+    assert result.exit_code == 0, result.output
+    record = next(r for r in read_records(out) if r.status == "completed")  # query2 run_0 ends with return_answer
+    steps = json.loads((out / record.trace_file).read_text())["steps"]
+    phases = [(s["kind"], s.get("tool"), s["phase"]) for s in steps]
+    assert phases[-2:] == [("model_call", None, "generate"), ("tool_call", "return_answer", "generate")]
+    assert {p for kind, _, p in phases[:-2] if kind == "model_call"} == {"decision"}
+    assert {p for kind, _, p in phases[:-2] if kind == "tool_call"} == {"execute"}
