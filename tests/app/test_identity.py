@@ -10,9 +10,9 @@ import subprocess
 import pytest
 
 from data_agent_compare.app import identity
-from data_agent_compare.app.identity import code_identity, data_file, data_file_changes
+from data_agent_compare.app.identity import code_identity, data_file, data_file_changes, plugin_hash
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
 def git(root, *args):
@@ -35,6 +35,7 @@ def checkout(tmp_path):
     return root
 
 
+@needs_git
 def test_a_dirty_checkout_whose_diff_is_unchanged_keeps_its_identity(checkout):
     clean = code_identity(checkout)
     assert clean.source == "checkout" and clean.diff_sha256 is None and len(clean.commit) == 40
@@ -46,6 +47,7 @@ def test_a_dirty_checkout_whose_diff_is_unchanged_keeps_its_identity(checkout):
     assert code_identity(checkout).diff_sha256 not in (None, dirty.diff_sha256)
 
 
+@needs_git
 def test_tests_prose_and_ignored_files_do_not_change_the_code_but_untracked_code_does(checkout):
     clean = code_identity(checkout)
     (checkout / "tests" / "test_x.py").write_text("assert True\n")
@@ -58,6 +60,7 @@ def test_tests_prose_and_ignored_files_do_not_change_the_code_but_untracked_code
     assert code_identity(checkout).diff_sha256 is not None
 
 
+@needs_git
 def test_a_commit_that_touches_only_tests_keeps_the_code_identity(checkout):
     clean = code_identity(checkout)
     (checkout / "tests" / "test_x.py").write_text("assert True\n")
@@ -108,3 +111,15 @@ def test_a_small_data_file_is_hashed_whole_and_a_touch_changes_nothing(tmp_path)
     before = data_file(small)
     os.utime(small, ns=(1, 1))
     assert data_file(small) == before and not before.sampled and before.mtime_ns is None
+
+
+def test_a_plugin_is_known_by_its_files_hash_given_as_a_file_or_a_module(tmp_path, monkeypatch):
+    package = tmp_path / "my_systems"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "agent.py").write_text("PROMPT = 'one'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    as_module, as_file = plugin_hash("my_systems"), plugin_hash(str(package / "agent.py"))
+    (package / "agent.py").write_text("PROMPT = 'two'\n")
+    assert plugin_hash("my_systems") != as_module and plugin_hash(str(package / "agent.py")) != as_file
+    assert plugin_hash("no_such_plugin_module") == "missing" and plugin_hash(str(tmp_path / "gone.py")) == "missing"
