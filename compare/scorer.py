@@ -84,11 +84,14 @@ def reports(*metrics: str) -> Callable[[S], S]:
 
 
 class ScoringError(Exception):
-    """A scorer could not give its full verdict; `scores` keeps what it did score."""
+    """A scorer could not give its full verdict; `scores` keeps what it did score. `undecided`: the check
+    itself failed (a DAB validator that crashed or ran out of time), so the declared metrics get no value
+    rather than a 0 — the answer was not judged wrong; the summary counts and names such records."""
 
-    def __init__(self, message: str, scores: Scores | None = None) -> None:
+    def __init__(self, message: str, scores: Scores | None = None, *, undecided: bool = False) -> None:
         super().__init__(message)
         self.scores = dict(scores or {})
+        self.undecided = undecided
 
 
 _returned: dict[str, set[str]] = {}  # scorer name -> metrics it returned (for scorers without @reports)
@@ -118,6 +121,8 @@ def score(
         except Exception as failure:  # a scorer bug must not drop the task from the denominator
             sheet.errors[name] = f"{type(failure).__name__}: {failure}"
             sheet.scores.update(failure.scores if isinstance(failure, ScoringError) else {})
+            if isinstance(failure, ScoringError) and failure.undecided:
+                continue
             metrics = getattr(scorer, "metrics", None) or sorted(_returned.get(name, ()))
             sheet.scores.update(dict.fromkeys(metrics, 0.0))
         else:

@@ -16,8 +16,8 @@ uid 65534) and put on its import path. The answer goes in on stdin as JSON;
 the verdict comes back as JSON on the original stdout, while the validator's own prints are sent
 to stderr (DAB validators print). A validator that cannot be read, crashes, times out, exits
 without a verdict or returns anything but a (bool, str) tuple gives `passed=False` with `error` set,
-and the `dab` scorer then records a `scoring_error` (counted and shown in the summary): the answer was
-not judged wrong, the check failed.
+and the `dab` scorer then records a `scoring_error` and no `correct` (counted and named in the summary): the
+answer was not judged wrong, the check failed.
 Where bubblewrap cannot run, the validator still runs, in the unsandboxed fallback (rlimits,
 audit hook, temporary folder; a warning is logged once): it is published benchmark code, not
 model output, and scoring must not depend on the sandbox. Model-written code never takes
@@ -425,5 +425,5 @@ def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | N
     gave no verdict (a validator that crashed or ran out of time) is a scoring error, not a wrong answer."""
     scores, result = score_dab(task, answer)
     if result.error:
-        raise ScoringError(f"{result.reason}: {result.error}")
+        raise ScoringError(f"{result.reason}: {result.error}", undecided=True)
     return dict(scores)

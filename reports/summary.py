@@ -48,6 +48,7 @@ class SummaryRow(BaseModel):
     refused: int = 0  # the provider refused what the system sent (context overflow, ...): failures, in the means
     infra_errors: int  # the provider failed
     replay_misses: int = 0  # `--replay` met a request the recorded run never made: no verdict
+    undecided: int = 0  # scoring errors with no verdict at all (a DAB validator that crashed or timed out)
     unavailable: int
     stopped_by_budget: int
     scoring_errors: int
@@ -220,6 +221,7 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         unavailable=statuses.count("data_unavailable"),
         stopped_by_budget=sum(s in BUDGET_STATUSES for s in statuses),
         scoring_errors=sum(r.scoring_error is not None for r in rows),
+        undecided=sum(r.scoring_error is not None and correctness(r) is None for r in rows),
         accuracy=_mean(accuracy_by_task.values()),
         accuracy_ci=(interval.low, interval.high) if interval else None,
         accuracy_by_type={t: mean(v) for t, v in sorted(by_type.items())},
@@ -467,7 +469,14 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
     if misses:
         lines.append(f"- {misses} replay miss(es) (requests the recorded run never made): not in the quality means.")
     if scoring:
+        undecided = sum(r.undecided for r in rows)
         lines.append(f"- {scoring} record(s) had a scorer fail: its metrics count as failures (0), see scoring_error.")
+        if undecided:
+            lines[-1] = (
+                f"- {scoring} record(s) had a scorer fail, see scoring_error: {undecided} of them could not be checked "
+                "(a validator crashed or ran out of time) and have no verdict, so they are not in its mean (n "
+                "shows it); the others' metrics count as failures (0)."
+            )
     return lines
 
 
