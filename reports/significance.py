@@ -37,10 +37,30 @@ def tasks_needed(differences: list[float], alpha: float = ALPHA, power: float = 
 
 
 def ranked(data: ReportData) -> list[SummaryRow]:
-    """The rows with an accuracy, best first; a tie goes to the cheaper per task, then by name. The
-    headline's "most accurate" and its runner-up test read this one order."""
+    """The rows with an accuracy, best first — by their accuracy on the tasks every row has a verdict for
+    (`shared_accuracy`: a row that lost tasks to infrastructure errors is ranked on the same tasks as the
+    others), else their own; a tie goes to the cheaper per task, then by name. The headline's "most accurate"
+    and its runner-up test read this one order."""
     rows = [r for r in data.summary() if r.accuracy is not None]
-    return sorted(rows, key=lambda r: (-(r.accuracy or 0), cost_per_task(r), r.system, r.model))
+    _, shared = shared_accuracy(data)
+    accuracy = {f"{r.system}/{r.model}": shared.get(f"{r.system}/{r.model}", r.accuracy) or 0.0 for r in rows}
+    return sorted(rows, key=lambda r: (-accuracy[f"{r.system}/{r.model}"], cost_per_task(r), r.system, r.model))
+
+
+def shared_accuracy(data: ReportData) -> tuple[int, dict[str, float]]:
+    """Each row's accuracy ("system/model" → mean over tasks) on the tasks every row with a verdict has one for,
+    and how many tasks that is; ({}) when those rows share no task."""
+    flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
+    groups: dict[str, list[ResultRecord]] = {}
+    for record in judged(data.records, **flags):
+        groups.setdefault(f"{record.system}/{record.model}", []).append(record)
+    verdicts = {name: by_task for name, rows in groups.items() if (by_task := per_task(rows, correctness))}
+    if not verdicts:
+        return 0, {}
+    common = set.intersection(*(set(by_task) for by_task in verdicts.values()))
+    if not common:
+        return 0, {}
+    return len(common), {name: sum(v[t] for t in common) / len(common) for name, v in verdicts.items()}
 
 
 def cost_per_task(row: SummaryRow) -> float:
@@ -131,6 +151,12 @@ def leader_line(data: ReportData) -> str | None:
     )
     if any(lost):
         line += f"; tasks lost to infra errors: {top[0]} {lost[0]}, {top[1]} {lost[1]}"
+    shared_n, shared = shared_accuracy(data)
+    if shared and any(r.accuracy_n != shared_n for r in ranked(data)):  # rows lost different tasks: like for like
+        line = (
+            f"Ranked on the {shared_n} tasks every row has a verdict for ({top[0]} {shared[top[0]]:.3f}, "
+            f"{top[1]} {shared[top[1]]:.3f}). " + line
+        )
     needed = tasks_needed(_differences(chosen, top[0], top[1], flags))
     if not _significant(pair) and needed is not None:
         line += f"; a gap this size needs about {needed:,} tasks"

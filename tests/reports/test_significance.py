@@ -9,7 +9,8 @@ import pytest
 from data_agent_compare.compare.runlog import ResultRecord
 from data_agent_compare.compare.trace import Usage
 from data_agent_compare.evaluators.statistics import holm
-from data_agent_compare.reports.significance import tasks_needed
+from data_agent_compare.reports.runs import ReportData
+from data_agent_compare.reports.significance import leader_line, ranked, shared_accuracy, tasks_needed
 from data_agent_compare.reports.summary import pair_lines, pairwise
 
 
@@ -78,3 +79,19 @@ def test_summary_states_the_number_of_comparisons_and_both_p_values():
     a_c = next(line for line in lines if line.startswith("| a/m | c/m |"))
     assert "| 10 | 0 / 2 |" in a_c and "0.002 (0.006)" in a_c  # raw, then Holm-adjusted
     assert any("adjusted over the 3 comparisons" in line for line in lines)
+
+
+def test_rows_that_lost_different_tasks_are_ranked_on_the_tasks_all_have_a_verdict_for():
+    """x lost 4 tasks to infra errors and is right on 6 of its 8 (0.75); y is right on 7 of the same 8 and
+    wrong on the 4 x lost (own 0.583): on like-for-like tasks y leads."""
+    tasks = [f"T{i}" for i in range(12)]
+    records = [_record("x", t, 1.0 if i < 6 else 0.0) for i, t in enumerate(tasks[:8])]
+    records += [_record("x", t, None, "infra_error") for t in tasks[8:]]
+    records += [_record("y", t, 1.0 if i < 7 else 0.0) for i, t in enumerate(tasks)]
+    data = ReportData(runs=[], records=records, common_tasks=tasks, left_out={}, benchmark="bundled")
+    assert [(r.system, r.accuracy) for r in data.summary()] == [("x", 0.75), ("y", pytest.approx(7 / 12))]
+    assert shared_accuracy(data) == (8, {"x/m": 0.75, "y/m": 0.875})
+    assert [r.system for r in ranked(data)] == ["y", "x"]
+    line = leader_line(data) or ""
+    assert line.startswith("Ranked on the 8 tasks every row has a verdict for (y/m 0.875, x/m 0.750). y/m vs")
+    assert "on 8 common tasks" in line and "tasks lost to infra errors: y/m 0, x/m 4" in line

@@ -121,10 +121,14 @@ def test_tool_profile_counts_calls_per_tool(report):
 def test_significance_pairs_among_the_top_systems(report):
     table = report.tables["significance"]
     pairs = {(r[0].text, r[1].text): r for r in table.rows}
+    column = {name: i for i, name in enumerate(table.columns)}
+    difference, significant = column["accuracy difference [95% CI]"], column["significant (Holm p<0.05)"]
+    needed = column["tasks needed (80% power)"]
     same = pairs[("planning/alpha", "reflection/alpha")]
-    assert same[3].value == 0 and same[6].text == "no" and same[7].text == "–"
-    differing = next(r for r in table.rows if r[3].value and r[3].value != 0)
-    assert int(differing[7].text.replace(",", "")) > differing[2].value  # six tasks cannot show a 0.5 gap
+    assert same[difference].value == 0 and same[significant].text == "no" and same[needed].text == "–"
+    differing = next(r for r in table.rows if r[difference].value and r[difference].value != 0)
+    assert int(differing[needed].text.replace(",", "")) > differing[2].value  # six tasks cannot show a 0.5 gap
+    assert "comparisons)" in table.title  # the number of comparisons is stated
 
 
 def test_index_building_is_reported_apart_from_the_tasks_and_only_when_a_system_built_one(report, tmp_path):
