@@ -17,9 +17,9 @@ from .cells import ReportTable
 from .costs import amortised_cost_per_task, cost_per_task, index_shares
 from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
-from .runs import ReportData, ReportError, describe_sources, load_runs
-from .significance import leader_line, significance_table
-from .summary import denominator_lines
+from .runs import ReportData, ReportError, describe_sources, load_comparison
+from .significance import leader_line, ranked, significance_table
+from .summary import SummaryRow, comparison_markdown, denominator_lines
 from .trajectories import trajectory_table
 
 FIGURES_DIR = "figures"
@@ -30,11 +30,12 @@ class ReportFiles:
     out: Path
     files: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    rows: dict[str, list[SummaryRow]] = field(default_factory=dict)  # benchmark -> its summary rows
 
 
 @dataclass
 class Report:
-    """Everything a report shows, before it is written."""
+    """Everything a report shows, before it is written; `parts` has one ReportData per benchmark."""
 
     data: ReportData
     title: str
@@ -45,6 +46,11 @@ class Report:
     figures: list[plots.Figure]
     traces: dict[tuple, Trace | None]
     judged: JudgedFailures | None = None
+    parts: list[tuple[ReportData, dict[str, ReportTable], JudgedFailures | None]] = field(default_factory=list)
+
+    def verdicts(self) -> dict | None:
+        found = [judged.verdicts for _, _, judged in self.parts if judged is not None]
+        return {key: v for verdicts in found for key, v in verdicts.items()} if found else None
 
 
 def _headline(data: ReportData) -> list[str]:
@@ -55,11 +61,15 @@ def _headline(data: ReportData) -> list[str]:
         + (f" (common to all {len(data.runs)} runs)" if len(data.runs) > 1 else "")
         + f" · {pairs} system × model rows · {len(data.records)} records"
     ]
-    scored = [r for r in rows if r.accuracy is not None]
+    scored = ranked(data)
     if scored:
-        best = max(scored, key=lambda r: (r.accuracy, -r.total_cost_usd))
+        best = scored[0]
         ci = "" if best.accuracy_ci is None else f" [{best.accuracy_ci[0]:.3f}, {best.accuracy_ci[1]:.3f}]"
-        lines.append(f"Most accurate: {best.system}/{best.model} {best.accuracy:.3f}{ci} (n={best.accuracy_n} tasks)")
+        tied = [f"{r.system}/{r.model}" for r in scored[1:] if r.accuracy == best.accuracy]
+        lines.append(
+            f"Most accurate: {best.system}/{best.model} {best.accuracy:.3f}{ci} (n={best.accuracy_n} tasks)"
+            + (f", tied with {_some(tied)} (the cheaper per task is named first)" if tied else "")
+        )
         leader = leader_line(data)
         if leader:
             lines.append(leader)
@@ -81,6 +91,10 @@ def _headline(data: ReportData) -> list[str]:
     }
     lines.append("Counted apart: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
     return lines
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _notes(data: ReportData) -> list[str]:
@@ -126,7 +140,43 @@ def assemble(data: ReportData, *, judge: ModelConfig | None = None, out: Path | 
         figures=plots.figures(data),
         traces=traces,
         judged=judged,
+        parts=[(data, found, judged)],
     )
+
+
+def assemble_all(parts: list[ReportData], *, judge: ModelConfig | None = None, out: Path | None = None) -> Report:
+    """One report over the runs of several benchmarks: the overview across them, then each benchmark's own
+    section (its tables, significance, failures and charts, titled by the benchmark)."""
+    if len(parts) == 1:
+        return assemble(parts[0], judge=judge, out=out)
+    each = [assemble(part, judge=judge, out=out) for part in parts]
+    names = [part.benchmark for part in parts]
+    headline = ["; ".join(f"{r.data.benchmark}: {r.headline[0]}" for r in each)]
+    headline += [f"{r.data.benchmark}: {line}" for r in each for line in r.headline[1:-1]]
+    sections, figures, found = [], [], {"overview": tables.across_benchmarks(parts)}
+    for report in each:
+        name = report.data.benchmark
+        own = [report.tables["overview"], *[table for _, _, section in report.sections for table in section]]
+        own = [_titled(table, name) for table in own]
+        found |= {table.key: table for table in own}
+        sections.append((f"benchmark-{name}", f"{name}", own))
+        figures += [plots.titled(figure, name) for figure in report.figures]
+    return Report(
+        data=parts[0],
+        title=f"Comparison report: {', '.join(names)} ({', '.join(r.run_dir.name for p in parts for r in p.runs)})",
+        headline=headline,
+        notes=[f"{r.data.benchmark}: {note}" for r in each for note in r.notes],
+        tables=found,
+        sections=sections,
+        figures=figures,
+        traces={key: trace for r in each for key, trace in r.traces.items()},
+        parts=[part for r in each for part in r.parts],
+    )
+
+
+def _titled(table: ReportTable, benchmark: str) -> ReportTable:
+    """The table in a benchmark's section: its key and title name the benchmark."""
+    return table.model_copy(update={"key": f"{benchmark}-{table.key}", "title": f"{benchmark}: {table.title}"})
 
 
 def markdown_table(table: ReportTable) -> list[str]:
@@ -159,8 +209,21 @@ def markdown(report: Report, figure_files: dict[str, tuple[Path, Path]], out: Pa
         lines += [f"## {heading}", ""]
         for table in section_tables:
             lines += markdown_table(table)
-    lines += ["## Run directories", "", *[f"- {line}" for line in describe_sources(report.data)], ""]
+    lines += ["## Run directories", "", *[f"- {line}" for line in _sources(report)], ""]
     return "\n".join(lines)
+
+
+def _sources(report: Report) -> list[str]:
+    return [line for data, _, _ in report.parts for line in describe_sources(data)]
+
+
+def _verdicts(judged: JudgedFailures | None) -> dict | None:
+    return judged.verdicts if judged else None
+
+
+def _leaderboard(report: Report) -> dict:
+    boards = [exports.leaderboard(data, tables) for data, tables, _ in report.parts]
+    return boards[0] if len(boards) == 1 else {"benchmarks": boards}
 
 
 def _write(path: Path, text: str, secrets: list[str]) -> Path:
@@ -181,24 +244,29 @@ def write(report: Report, out: Path) -> ReportFiles:
         title=report.title,
         headline=report.headline,
         notes=report.notes,
-        sources=describe_sources(report.data),
+        sources=_sources(report),
         main=report.tables["overview"],
         sections=report.sections,
         figures=report.figures,
-        tasks=drilldown(report.data, report.traces, report.judged.verdicts if report.judged else None),
+        tasks=[task for data, _, judged in report.parts for task in drilldown(data, report.traces, _verdicts(judged))],
         vega_js=plots.javascript(),
     )
     files.files["html"] = _write(out / "report.html", page, secrets)
     files.files["markdown"] = _write(out / "report.md", markdown(report, figure_files, out), secrets)
-    verdicts = report.judged.verdicts if report.judged else None
-    files.files["csv"] = _write(out / "results.csv", exports.results_csv(report.data.records, verdicts), secrets)
+    records = [record for data, _, _ in report.parts for record in data.records]
+    files.files["csv"] = _write(out / "results.csv", exports.results_csv(records, report.verdicts()), secrets)
     files.files["parquet"] = out / "results.parquet"
     exports.write_parquet(files.files["csv"], files.files["parquet"])
-    board = exports.leaderboard(report.data, report.tables)
+    board = _leaderboard(report)
     board["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     text = json.dumps(board, indent=2, ensure_ascii=False, default=str)
     files.files["leaderboard"] = _write(out / "leaderboard.json", text, secrets)
-    files.warnings = report.data.warnings
+    rows = {data.benchmark: data.summary() for data, _, _ in report.parts}
+    if len(report.parts) > 1 or len(report.data.runs) > 1:  # one run's summary.md is in its run directory
+        summary = comparison_markdown(report.title, rows, _sources(report))
+        files.files["summary"] = _write(out / "summary.md", summary, secrets)
+    files.warnings = [warning for data, _, _ in report.parts for warning in data.warnings]
+    files.rows = rows
     return files
 
 
@@ -214,8 +282,9 @@ def build_report(
     dirs = [Path(d) for d in run_dirs]
     if out is None and len(dirs) != 1:
         raise ReportError("several run directories make one report: say where with --out DIR")
-    data = load_runs(dirs, infra_errors_as_failures=infra_errors_as_failures)
-    if not data.records:
-        raise ReportError(f"{dirs[0]}: the run has no results yet (results.jsonl is empty)")
+    parts = load_comparison(dirs, infra_errors_as_failures=infra_errors_as_failures)
+    for data in parts:
+        if not data.records:
+            raise ReportError(f"{data.runs[0].run_dir}: the run has no results yet (results.jsonl is empty)")
     target = Path(out) if out is not None else dirs[0]
-    return write(assemble(data, judge=judge, out=target), target)
+    return write(assemble_all(parts, judge=judge, out=target), target)

@@ -158,9 +158,13 @@ def place_labels(points: list[dict[str, Any]], domain: list[float], logarithmic:
     for point in points:
         px, py = _pixels(point["cost"], point["accuracy"], domain, logarithmic)
         width = CHAR_WIDTH * len(point["row"]) + 4
-        candidates = [
+        candidates = [  # right, left, then diagonally (a point on the plot's top or bottom edge), above, below
             (px + LABEL_GAP, py),
             (px - LABEL_GAP - width, py),
+            (px + LABEL_GAP, py + height / 2 + 2),
+            (px - LABEL_GAP - width, py + height / 2 + 2),
+            (px + LABEL_GAP, py - height / 2 - 2),
+            (px - LABEL_GAP - width, py - height / 2 - 2),
             (px - width / 2, py - height),
             (px - width / 2, py + height),
         ]
@@ -214,19 +218,24 @@ def phase_latency(data: ReportData) -> Figure | None:
         if r.mean_latency_s is not None and r.mean_latency_s > 0
     ]
     order = sorted({v["row"] for v in values})
-    y = alt.Y("row:N", title="system / model", sort=order, scale=alt.Scale(domain=order))
-    logarithmic = spans_decades([t["seconds"] for t in totals])
-    scale = alt.Scale(type="log") if logarithmic else alt.Scale(zero=True)
+    y = alt.Y("row:N", title=None, sort=order, scale=alt.Scale(domain=order))
+    seconds = [t["seconds"] for t in totals]
+    logarithmic = spans_decades(seconds)
+    low = min(seconds, default=1.0) / 1.5 if logarithmic else 0.0
+    domain = [low, max(seconds, default=1.0) * (1.5 if logarithmic else 1.05)]
+    scale = alt.Scale(type="log" if logarithmic else "linear", domain=domain, nice=False)
+    title = "mean seconds per task" + (" (log scale)" if logarithmic else "")
+    x = alt.X("seconds:Q", title=title, scale=scale)
+    base = alt.Chart(alt.Data(values=[{**t, "from": low} for t in totals])).encode(y=y)
+    # a lollipop, not a bar: a bar on a log scale has no zero to start from
     total = (
-        alt.Chart(alt.Data(values=totals))
-        .mark_bar(color="#4c78a8")
-        .encode(
-            y=y,
-            x=alt.X("seconds:Q", title="mean seconds per task" + (" (log scale)" if logarithmic else ""), scale=scale),
-            tooltip=["row:N", alt.Tooltip("seconds:Q", format=".3f")],
+        base.mark_rule(color="#4c78a8", strokeWidth=2).encode(
+            x=alt.X("from:Q", scale=scale, title=title), x2="seconds:Q"
         )
-        .properties(width=PANEL_WIDTH + 40, height=alt.Step(ROW_STEP), title="Latency per task")
-    )
+        + base.mark_point(filled=True, size=50, color="#4c78a8").encode(
+            x=x, tooltip=["row:N", alt.Tooltip("seconds:Q", format=".3f")]
+        )
+    ).properties(width=PANEL_WIDTH + 40, height=alt.Step(ROW_STEP), title="Latency per task")
     shares = (
         alt.Chart(alt.Data(values=values))
         .mark_bar(stroke="white", strokeWidth=1)
@@ -241,7 +250,8 @@ def phase_latency(data: ReportData) -> Figure | None:
     )
     chart = alt.hconcat(total, shares, spacing=12).properties(
         title=alt.Title(
-            "Latency by phase", subtitle="segments left to right: " + " → ".join(PHASES) + "; hover for seconds"
+            "Latency by phase",
+            subtitle="rows: system / model; segments left to right: " + " → ".join(PHASES) + "; hover for seconds",
         )
     )
     return Figure("phase_latency", "Latency by phase", _finish(chart))
@@ -270,10 +280,11 @@ def accuracy_by_difficulty(data: ReportData) -> Figure | None:
                 | {"low": low, "high": high, "n": cell.n}
             )
     order = sorted({v["row"] for v in values})
-    y = alt.Y("row:N", title="system / model", sort=order)
+    y = alt.Y("row:N", title=None, sort=order)
     x = alt.X("low:Q", title="accuracy (95% CI)", scale=alt.Scale(domain=[0, 1]))
     base = alt.Chart().encode(y=y)
-    intervals = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, x2="high:Q", color=alt.Color("model:N"))
+    colour = alt.Color("model:N", legend=None)  # one legend, the points': colour and shape together
+    intervals = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, x2="high:Q", color=colour)
     points = base.mark_point(size=60, filled=True).encode(
         x="accuracy:Q",
         shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model"),
@@ -284,7 +295,11 @@ def accuracy_by_difficulty(data: ReportData) -> Figure | None:
         alt.layer(intervals, points, data=alt.Data(values=values))
         .properties(width=PANEL_WIDTH, height=alt.Step(ROW_STEP))
         .facet(column=alt.Column("level:N", sort=found, title="difficulty"), spacing=16)
-        .properties(title=alt.Title("Accuracy by difficulty", subtitle="one panel per level; bars: 95% bootstrap CI"))
+        .properties(
+            title=alt.Title(
+                "Accuracy by difficulty", subtitle="rows: system / model, one panel per level; bars: 95% bootstrap CI"
+            )
+        )
     )
     return Figure("accuracy_difficulty", "Accuracy by difficulty", _finish(chart))
 
@@ -309,7 +324,7 @@ def tool_scores(data: ReportData) -> Figure | None:
         alt.Chart(alt.Data(values=values))
         .mark_point(size=70, filled=True)
         .encode(
-            y=alt.Y("row:N", title="system / model", sort=order),
+            y=alt.Y("row:N", title=None, sort=order),
             x=alt.X("value:Q", title="score (0–1, mean over tasks)", scale=alt.Scale(domain=[0, 1])),
             shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model"),
             color=alt.Color("model:N", title="model"),
@@ -317,7 +332,11 @@ def tool_scores(data: ReportData) -> Figure | None:
         )
         .properties(width=PANEL_WIDTH, height=alt.Step(ROW_STEP))
         .facet(column=alt.Column("metric:N", title=None), spacing=16)
-        .properties(title=alt.Title("Tool F1 and TOS per system", subtitle="one panel per metric; hover for values"))
+        .properties(
+            title=alt.Title(
+                "Tool F1 and TOS per system", subtitle="rows: system / model, one panel per metric; hover for values"
+            )
+        )
     )
     return Figure("tool_scores", "Tool F1 and TOS", _finish(chart))
 
