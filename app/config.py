@@ -65,6 +65,7 @@ class RunConfig(BaseModel):
     out: str | None = None
     judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
     postgres_url: str | None = None  # a server for DAB's PostgreSQL dumps; None: a throw-away local one
+    postgres_reader_url: str | None = None  # an existing read-only role for agent queries on postgres_url
     base_url: str | None = None  # for openai-compatible:<id> models named on the command line
     api_key_env: str | None = None
     plugins: list[str] = Field(default_factory=list)  # modules or .py files that register systems, benchmarks, ...
@@ -83,7 +84,12 @@ class RunConfig(BaseModel):
 
     def benchmark_options(self) -> dict[str, Any]:
         """The settings a benchmark may use (`Benchmark.__init__`)."""
-        return {"hints": self.hints, "postgres_url": self.postgres_url, "validator_cpu_s": self.dab_validator_cpu_s}
+        return {
+            "hints": self.hints,
+            "postgres_url": self.postgres_url,
+            "postgres_reader_url": self.postgres_reader_url,
+            "validator_cpu_s": self.dab_validator_cpu_s,
+        }
 
 
 def config_text(name: str) -> str:
@@ -196,9 +202,14 @@ def load_model_table(path: Path | None = None) -> dict[str, ModelConfig]:
             error = invalid.errors()[0]
             field = ".".join(map(str, error["loc"]))
             raise ConfigError(f"{source}: model {alias!r}: field {field!r}: {error['msg']}") from invalid
-        model = table[alias]
+        model, where = table[alias], f"{source}: model {alias!r}: field 'base_url'"
         if model.base_url is not None:
-            check_base_url(model.base_url, f"{source}: model {alias!r}: field 'base_url'", model.basic_auth)
+            check_base_url(model.base_url, where, model.basic_auth)
+        elif model.provider == "openai-compatible":  # refused here, not as infra_error on every unit
+            raise ConfigError(
+                f"{where} is missing: an openai-compatible alias needs the server's address"
+                " (e.g. base_url: http://127.0.0.1:8000/v1)"
+            )
     return table
 
 
@@ -226,10 +237,10 @@ def check_base_url(url: str, where: str, basic_auth: bool = False) -> None:
         )
     names = {name.lower() for name, _ in parse_qsl(parts.query, keep_blank_values=True)}
     if names & _CREDENTIAL_PARAMETERS:
-        raise ConfigError(f"{where}: the URL carries a credential in its query string ({shown}); {key_hint}")
+        raise ConfigError(f"{where}: {shown} carries a credential in its query string; {key_hint}")
     if parts.query or parts.fragment:
         raise ConfigError(
-            f"{where}: a base URL takes no query string or fragment ({shown}):"
+            f"{where}: {shown} has a query string or fragment, which a base URL takes none of:"
             " requests go to <base URL>/chat/completions"
         )
 
@@ -283,13 +294,7 @@ def resolve_models(names: list[str], run: RunConfig) -> list[ModelConfig]:
 
 
 def _check_endpoint(name: str, model: ModelConfig) -> None:
-    """An openai-compatible model needs its base_url; OpenRouter's address from the environment is checked
-    like any base URL. Refused before any model call (not `infra_error` on every unit)."""
-    if model.provider == "openai-compatible" and not model.base_url:
-        raise ConfigError(
-            f"model {name!r}: field 'base_url' is missing: an openai-compatible alias needs the server's address"
-            " (e.g. base_url: http://127.0.0.1:8000/v1)"
-        )
+    """OpenRouter's address from the environment is checked like any base URL, before any model call."""
     override = os.environ.get("OPENROUTER_BASE_URL")
     if model.provider == "openrouter" and not model.base_url and override:
         check_base_url(override, "OPENROUTER_BASE_URL")

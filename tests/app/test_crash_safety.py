@@ -149,12 +149,14 @@ def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_uninterrup
     expected = outcome(baseline)
     assert len(expected) == UNITS and {status for status, *_ in expected.values()} == {"completed"}
 
-    moments = {  # where the kill lands, what it leaves, and the model calls the killed attempt had finished
-        "first model call": ({"KILL_AT_CALL": "1"}, 0, 0),
-        "middle of the second unit": ({"KILL_AT_CALL": "4"}, 1, 1),
-        "scoring the second unit": ({"KILL_WHILE_SCORING": "Q2"}, 1, 2),
+    # Where the kill lands, what it leaves, and the killed attempt's (task, epoch, finished calls, calls sent
+    # and never answered): a request is journaled before it is sent, so the call the kill cut counts too.
+    moments = {
+        "first model call": ({"KILL_AT_CALL": "1"}, 0, ("Q1", 1, 0, 1)),
+        "middle of the second unit": ({"KILL_AT_CALL": "4"}, 1, ("Q2", 1, 1, 1)),
+        "scoring the second unit": ({"KILL_WHILE_SCORING": "Q2"}, 1, ("Q2", 1, 2, 0)),
     }
-    for moment, (kill, kept, calls_lost) in moments.items():
+    for moment, (kill, kept, killed_attempt) in moments.items():
         out = tmp_path / moment.replace(" ", "-")
         killed = compare("--config", str(setup["config"]), "--out", str(out), **kill)
         assert killed.returncode == -9, (moment, killed.stderr)
@@ -167,9 +169,9 @@ def test_killed_at_three_moments_then_resumed_every_unit_runs_once_as_uninterrup
         assert outcome(out) == expected, moment
         run = read_run(out)
         assert run.manifest.status == "completed" and run.warnings == []
-        spent = [(a.task_id, a.epoch, a.model_calls) for a in run.interrupted]
-        assert spent == ([("Q2", 1, calls_lost)] if calls_lost else []), moment
-        if calls_lost == 2:  # the killed unit had made all its calls: it spent what the finished one did
+        spent = [(a.task_id, a.epoch, a.model_calls, a.in_flight_calls) for a in run.interrupted]
+        assert spent == [killed_attempt], moment
+        if killed_attempt[2] == 2:  # the killed unit had made all its calls: it spent what the finished one did
             assert run.interrupted_usage().input_tokens == expected[("Q2", "tool_use", "scripted", 1)][3]
             assert "Spent on interrupted units" in (out / "summary.md").read_text()
 

@@ -41,7 +41,9 @@ def test_a_base_url_with_a_credential_is_refused_pointing_to_api_key_env(tmp_pat
 
 def test_an_alias_or_openrouter_base_url_with_a_password_is_refused_unless_basic_auth_is_meant(tmp_path, monkeypatch):
     table = tmp_path / "models.yaml"
-    table.write_text(f"models:\n  proxy: {{provider: openai-compatible, model_id: m, base_url: 'http://al:{PASSWORD}@h/v1'}}\n")
+    table.write_text(
+        f"models:\n  proxy: {{provider: openai-compatible, model_id: m, base_url: 'http://al:{PASSWORD}@h/v1'}}\n"
+    )
     config = tmp_path / "run.yaml"
     config.write_text(f"models_file: {table}\nmodels: [proxy]\n")
     result = runner.invoke(app, ["--config", str(config), "--out", str(tmp_path / "run")])
