@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.config import ConfigError
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import CallContext, Message, ModelRequest
+from data_agent_compare.compare import CallContext, Message, ModelConfig, ModelRequest
 from data_agent_compare.compare.model import GenerationSettings
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import FakeOpenAIServer, load_tasks, make_plan, read_records, tool_call_response, usage
+from helpers import FakeOpenAIServer, load_tasks, make_plan, read_records, text_response, tool_call_response, usage
 
 runner = CliRunner()
 
@@ -90,3 +90,24 @@ def test_the_response_cache_answers_only_requests_of_the_same_generation_setting
     assert cached_calls("first", 0.0) == [False]
     assert cached_calls("again", 0.0) == [True]
     assert cached_calls("warmer", 0.7) == [False]
+
+
+def test_the_judge_samples_by_its_own_settings_through_a_fake_server(tmp_path):
+    def respond(recorded):
+        body = recorded.body or {}
+        if "justification" in json.dumps(body.get("response_format") or {}):  # the rubric judge's verdict
+            return text_response(json.dumps({"score": 1, "justification": "covers it"}))
+        return tool_call_response([("c1", "answer", json.dumps({"answer": "A short report."}))])
+
+    task = next(t for t in load_tasks("bundled") if t.question_type == "report")
+    with FakeOpenAIServer() as fake:
+        fake.responder = respond
+        model = ModelConfig(alias="fake", provider="openai-compatible", model_id="fake", base_url=fake.base_url)
+        plan = make_plan(tmp_path, [task], model, ["tool_use"], judge="fake", generation={"temperature": 0.7})
+        plan.judge = model
+        execute(plan)
+        bodies = [r.body for r in fake.requests if r.method == "POST"]
+    judged = ["justification" in json.dumps(b.get("response_format") or {}) for b in bodies]
+    assert any(judged) and not all(judged)
+    assert [b.get("temperature") for b in bodies] == [0.0 if judge else 0.7 for judge in judged]
+    assert read_records(plan.run_dir)[0].judge_usage is not None
