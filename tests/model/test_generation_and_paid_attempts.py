@@ -19,8 +19,10 @@ from data_agent_compare.compare.model import (
 )
 from data_agent_compare.compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
+from data_agent_compare.providers.openrouter import OpenRouterProvider
 
 from helpers import (
+    KEY,
     QUESTION,
     SQL_TOOL,
     FakeOpenAIServer,
@@ -104,3 +106,24 @@ def test_fake_server_gets_nothing_the_run_leaves_unset(fake, provider):
     model.generate(QUESTION, temperature=0.1, max_output_tokens=64)
 
     assert not {"temperature", "max_tokens", "top_p", "seed"} & set(fake.requests[0].body)
+
+
+def test_fake_openrouter_gets_every_generation_setting_through_the_sdk(fake, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+    fake.enqueue(text_response("a"))
+    config = ModelConfig(alias="gpt-5", provider="openrouter", model_id="openai/gpt-5", base_url=fake.base_url)
+    recorder = TraceRecorder(Trace(task_id="t", system="s", model="gpt-5"), Budgets())
+    generation = GenerationSettings(temperature=0.2, top_p=0.9, seed=7, max_output_tokens=50)
+    openrouter = OpenRouterProvider()
+    try:
+        MeteredModel(config, openrouter, recorder, system="s", retries=FAST, generation=generation).generate(QUESTION)
+    finally:
+        openrouter.close()
+
+    body = fake.requests[0].body
+    assert {k: body.get(k) for k in ("temperature", "top_p", "seed", "max_tokens")} == {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "seed": 7,
+        "max_tokens": 50,
+    }
