@@ -127,6 +127,10 @@ def main_command(
     postgres_url: Annotated[
         str | None, typer.Option(help="PostgreSQL server for DAB dumps (default: a throw-away local one).")
     ] = None,
+    postgres_reader_url: Annotated[
+        str | None,
+        typer.Option(help="--postgres-url: an existing read-only role for agent queries (default: one per run)."),
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL for openai-compatible:<id> models.")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key for --base-url.")] = None,
     plugin: Annotated[
@@ -193,6 +197,7 @@ def main_command(
         "out": out,
         "judge": judge,
         "postgres_url": postgres_url,
+        "postgres_reader_url": postgres_reader_url,
         "base_url": base_url,
         "api_key_env": api_key_env,
         "plugins": plugin or None,
@@ -213,7 +218,9 @@ def main_command(
             plan = plan_replay(source, out, postgres_url=postgres_url)
         else:
             if resume and out:
-                run_config = resumed_config(out, postgres_url=postgres_url, base_url=base_url)
+                run_config = resumed_config(
+                    out, postgres_url=postgres_url, postgres_reader_url=postgres_reader_url, base_url=base_url
+                )
                 load_plugins(run_config.plugins)
             else:
                 run_config = load_run_config(config, overrides)
@@ -243,7 +250,7 @@ def _generation_flags(given: dict[str, float | int | None]) -> dict[str, float |
 # With --resume or --replay the recorded configuration is the run's: only where to write, and the URLs
 # whose passwords the manifest does not keep, may be given (and --allow-drift).
 RECORDED_RUN_FLAGS = {
-    "--resume": {"resume", "out", "postgres_url", "base_url", "allow_drift", "retry_errors"},
+    "--resume": {"resume", "out", "postgres_url", "postgres_reader_url", "base_url", "allow_drift", "retry_errors"},
     "--replay": {"replay", "out", "postgres_url", "allow_drift"},
 }
 

@@ -46,7 +46,7 @@ from ..evaluators.dab import leaderboard_pass_at_k, pass_at_k_table
 from ..evaluators.predictions import text_answer
 from ..tools import SQL_KINDS, check_kinds, offered
 from ..tools.dab import dab_tools
-from ..tools.postgres import PostgresCluster, PostgresError, prepare_postgres
+from ..tools.postgres import PostgresCluster, PostgresError, PostgresServer, prepare_postgres
 from .records import collect, is_lfs_pointer, json_object, read_json, read_lines, read_text
 
 if TYPE_CHECKING:
@@ -313,7 +313,7 @@ class DataAgentBench(Benchmark):
 
     def __init__(self, path: str | Path | None = None, **options: Any) -> None:
         super().__init__(path, **options)
-        self._cluster: PostgresCluster | None = None
+        self._cluster: PostgresCluster | PostgresServer | None = None  # stopped by close()
 
     def load(self) -> list[Task]:
         # build_missing: e.g. bookreview's review table, published as JSON Lines.
@@ -338,7 +338,9 @@ class DataAgentBench(Benchmark):
         if not any(s.kind == DataSourceKind.POSTGRES for t in tasks for s in t.data):
             return tasks
         try:
-            prepared, self._cluster = prepare_postgres(tasks, url=self.options.get("postgres_url"))
+            prepared, self._cluster = prepare_postgres(
+                tasks, url=self.options.get("postgres_url"), reader_url=self.options.get("postgres_reader_url")
+            )
         except PostgresError as unavailable:
             raise BenchmarkError(str(unavailable)) from unavailable
         pairs = zip(tasks, prepared, strict=True)

@@ -169,6 +169,7 @@ def start_cluster_and_kill(kill_supervisor_too: bool) -> tuple[str, float]:
     return folder, killed_at
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_dab_run_leaves_no_postmaster_and_no_cluster_folder() -> None:
     folder, killed_at = start_cluster_and_kill(kill_supervisor_too=False)
     while (postmasters_of(folder) or Path(folder).exists()) and time.monotonic() - killed_at < 10:
@@ -177,6 +178,7 @@ def test_kill_9_of_a_dab_run_leaves_no_postmaster_and_no_cluster_folder() -> Non
     assert not postmasters_of(folder) and not Path(folder).exists()
 
 
+@pytest.mark.slow
 def test_a_cluster_whose_supervisor_was_killed_too_stops_and_the_next_run_removes_it() -> None:
     folder, killed_at = start_cluster_and_kill(kill_supervisor_too=True)
     while postmasters_of(folder) and time.monotonic() - killed_at < 10:  # PR_SET_PDEATHSIG: SIGQUIT
@@ -185,3 +187,20 @@ def test_a_cluster_whose_supervisor_was_killed_too_stops_and_the_next_run_remove
     assert Path(folder).exists()  # nobody left to delete it, until a next run looks
     assert Path(folder) in reap_orphaned_clusters()
     assert not Path(folder).exists()
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_a_postgres_url_role_that_cannot_create_roles_with_exit_2(
+    server: PostgresCluster, tmp_path: Path
+) -> None:
+    with psycopg.connect(server.admin_url(), autocommit=True) as con:
+        con.execute("CREATE ROLE cli_owner LOGIN PASSWORD 'pw'")
+    url = f"postgresql://cli_owner:pw@{server.admin_url().split('@', 1)[1]}"
+    flags = ["--benchmark", "dab", "--tasks-path", str(DUMP.parents[2]), "--workflows", "tool_use"]
+    flags += ["--models", "local", "--limit", "1", "--out", str(tmp_path / "run"), "--postgres-url", url]
+    done = subprocess.run(
+        [sys.executable, "-m", "data_agent_compare.app", *flags], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2
+    assert "error: the role of --postgres-url cannot create roles" in done.stderr
+    assert "Traceback" not in done.stderr and "pw@" not in done.stderr
