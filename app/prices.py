@@ -25,7 +25,7 @@ import httpx
 
 from ..compare.model import Price
 from ..providers.openrouter import OPENROUTER_KEY_ENV, openrouter_base_url
-from .config import ConfigError, load_model_table
+from .config import ConfigError, check_base_url, load_model_table
 
 
 class PriceRefreshError(Exception):
@@ -51,6 +51,9 @@ def openrouter_key() -> str:
             f"--prices-from-openrouter reads OpenRouter's model list with your key: set {OPENROUTER_KEY_ENV} "
             "(nothing was changed)"
         )
+    override = os.environ.get("OPENROUTER_BASE_URL")
+    if override:  # a password or a key in it would go out beside the key (issue 19): refused first
+        check_base_url(override, "OPENROUTER_BASE_URL")
     return key
 
 

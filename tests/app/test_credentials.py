@@ -54,6 +54,8 @@ def test_an_alias_or_openrouter_base_url_with_a_password_is_refused_unless_basic
     monkeypatch.setenv("OPENROUTER_BASE_URL", f"http://al:{PASSWORD}@127.0.0.1:9/api/v1")
     result = runner.invoke(app, ["--models", "gpt-5", "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "OPENROUTER_BASE_URL" in result.output and PASSWORD not in result.output
+    prices = runner.invoke(app, ["models", "--prices-from-openrouter", "--models-file", str(table)])
+    assert prices.exit_code == 2 and "OPENROUTER_BASE_URL" in prices.output and PASSWORD not in prices.output
 
 
 @pytest.fixture(autouse=True)
