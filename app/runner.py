@@ -402,6 +402,7 @@ def _execute(
         writer.write_manifest(manifest)
         plan.retried = {r.key: r for r in existing if plan.retry_errors and r.status == "infra_error"}
         done = {record.key for record in existing} - plan.retried.keys()
+        set_aside_traces(plan.run_dir, list(plan.retried.values()))
         pending = [u for u in plan.units() if u.key not in done]
         stage = progress.preparing if progress is not None else (lambda _: None)
         # A replay loads no model; worker processes load their own and report it with their first unit.
@@ -504,6 +505,15 @@ def _run_pending(
         executor.abandon(writer)
         raise
     executor.shutdown()
+
+
+def set_aside_traces(run_dir: Path, records: list[ResultRecord]) -> None:
+    """Keep the traces of the attempts `--retry-errors` runs again: the new attempt writes the same trace file,
+    so the old one becomes `<task>.try-<attempt>.json` beside it (what failed stays readable)."""
+    for record in records:
+        path = run_dir / record.trace_file
+        if path.is_file() and record.attempt:
+            path.replace(path.with_name(f"{path.stem}.try-{record.attempt}.json"))
 
 
 def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> None:

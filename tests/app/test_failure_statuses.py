@@ -190,6 +190,8 @@ def test_retry_errors_runs_infra_errors_again_and_keeps_their_spend(tmp_path, sc
     retried = next(r for r in run.records if r.task_id == flaky)
     assert retried.status == "completed" and retried.retried_attempts == [failed.attempt]
     assert retried.retried_usage == failed.usage
+    kept = again.run_dir / failed.trace_file.replace(".json", f".try-{failed.attempt}.json")
+    assert kept.is_file() and '"infra_error"' in kept.read_text()  # the failed attempt's trace is kept beside
     own = run.trace(retried).usage().cost_usd  # this attempt's calls
     assert retried.usage.cost_usd == pytest.approx(own + failed.usage.cost_usd)
     (row,) = summarize(run.records)
