@@ -495,7 +495,7 @@ def generation_lines(manifest: Manifest, records: list[ResultRecord]) -> list[st
                 asked[record.system][name][value] += calls
     for system, settings in sorted(asked.items()):
         for name, values in settings.items():
-            said = ", ".join(f"{value} ({calls} calls)" for value, calls in values.items())
+            said = ", ".join(f"{value} ({calls} call{'s' * (calls != 1)})" for value, calls in values.items())
             lines.append(f"- {system} asked for {name} {said}; sent {sent.get(name, 'none (provider default)')}")
     return lines
 
