@@ -165,13 +165,20 @@ def assemble_all(parts: list[ReportData], *, judge: ModelConfig | None = None, o
         data=parts[0],
         title=f"Comparison report: {', '.join(names)} ({', '.join(r.run_dir.name for p in parts for r in p.runs)})",
         headline=headline,
-        notes=[f"{r.data.benchmark}: {note}" for r in each for note in r.notes],
+        notes=_shared_notes(each),
         tables=found,
         sections=sections,
         figures=figures,
         traces={key: trace for r in each for key, trace in r.traces.items()},
         parts=[part for r in each for part in r.parts],
     )
+
+
+def _shared_notes(each: list[Report]) -> list[str]:
+    """Notes every benchmark's part has are said once; the others name their benchmark."""
+    common = set.intersection(*(set(r.notes) for r in each))
+    own = [f"{r.data.benchmark}: {note}" for r in each for note in r.notes if note not in common]
+    return own + [note for note in each[0].notes if note in common]
 
 
 def _titled(table: ReportTable, benchmark: str) -> ReportTable:

@@ -33,7 +33,7 @@ from ..evaluators.dab import pass_at_k_table
 from .cells import has_score, mean_cell, score
 from .costs import amortised_cost_per_task, cost_per_task, index_shares
 from .runs import ReportData
-from .summary import PHASES, correctness
+from .summary import PHASES, correctness, judged, per_task
 from .tables import groups, levels
 
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite inside vl-convert that renders these specs (Altair 6 writes 6.x)
@@ -314,9 +314,10 @@ def tool_scores(data: ReportData) -> Figure | None:
     values = []
     for (system, model), rows in groups(data.records, lambda r: r.system, lambda r: r.model).items():
         for name, key in metrics:
-            cell = mean_cell(rows, score(key), quality=True, infra_errors_as_failures=data.infra_errors_as_failures)
-            if cell.value is not None:
-                values.append({"row": _row_name(system, model), "model": model, "metric": name, "value": cell.value})
+            by_task = per_task(judged(rows, data.infra_errors_as_failures), score(key))  # the mean: no interval drawn
+            if by_task:
+                value = sum(by_task.values()) / len(by_task)
+                values.append({"row": _row_name(system, model), "model": model, "metric": name, "value": value})
     if not values:
         return None
     order = sorted({v["row"] for v in values})
@@ -395,8 +396,9 @@ def export(figure: Figure, folder: Path) -> tuple[Path, Path]:
     """The figure as SVG and PNG (2× for sharp text) in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     svg, png = folder / f"{figure.key}.svg", folder / f"{figure.key}.png"
-    svg.write_text(vl_convert.vegalite_to_svg(figure.spec, vl_version=VEGA_LITE_VERSION), encoding="utf-8")
-    png.write_bytes(vl_convert.vegalite_to_png(figure.spec, vl_version=VEGA_LITE_VERSION, scale=2))
+    drawn = vl_convert.vegalite_to_svg(figure.spec, vl_version=VEGA_LITE_VERSION)
+    svg.write_text(drawn, encoding="utf-8")
+    png.write_bytes(vl_convert.svg_to_png(drawn, scale=2))  # the SVG rasterised: Vega runs once per figure
     return svg, png
 
 

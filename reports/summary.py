@@ -175,7 +175,7 @@ def per_task(records: Iterable[ResultRecord], metric: Callable[[ResultRecord], f
         value = metric(record)
         if value is not None:
             values[record.task_id].append(value)
-    return {task: mean(trials) for task, trials in values.items()}
+    return {task: sum(trials) / len(trials) for task, trials in values.items()}  # statistics.mean is 20× slower
 
 
 def _score(name: str) -> Callable[[ResultRecord], float | None]:
