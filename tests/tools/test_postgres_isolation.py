@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -196,7 +197,9 @@ def test_the_cli_refuses_a_postgres_url_role_that_cannot_create_roles_with_exit_
     with psycopg.connect(server.admin_url(), autocommit=True) as con:
         con.execute("CREATE ROLE cli_owner LOGIN PASSWORD 'pw'")
     url = f"postgresql://cli_owner:pw@{server.admin_url().split('@', 1)[1]}"
-    flags = ["--benchmark", "dab", "--tasks-path", str(DUMP.parents[2]), "--workflows", "tool_use"]
+    tasks = tmp_path / "dab"
+    shutil.copytree(DUMP.parents[2], tasks)  # loading builds a missing SQLite database beside the fixture
+    flags = ["--benchmark", "dab", "--tasks-path", str(tasks), "--workflows", "tool_use"]
     flags += ["--models", "local", "--limit", "1", "--out", str(tmp_path / "run"), "--postgres-url", url]
     done = subprocess.run(
         [sys.executable, "-m", "data_agent_compare.app", *flags], capture_output=True, text=True, timeout=300
