@@ -2,6 +2,8 @@
 LlamaIndex agent of one's own (scripted test model), a scorer, a model provider. The AutoGen example sets no
 `max_tool_iterations`: it answers only because the base raises AutoGen's loop bound for subclasses too."""
 
+import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,9 @@ from data_agent_compare.compare import (
 from data_agent_compare.compare.model import forget_provider
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import load_tasks, readme_example, run_task, steps_taken
+from helpers import ROOT, load_tasks, readme_example, run_task, steps_taken
+
+README = ROOT / "README.md"
 
 
 def plugin(tmp_path: Path, example: str) -> Path:
@@ -84,3 +88,27 @@ def test_readme_provider_example_answers_a_run(tmp_path):
         forget_provider("echo")
     assert record["status"] == "completed" and record["answer"]["choices"] == ["A"]
     assert record["usage"]["input_tokens"] > 0 and record["model_calls"] == 1
+
+
+HOOKS = [
+    ("LangGraphSystem", "build_graph"),
+    ("AutoGenSystem", "build_agent"),
+    ("LlamaIndexSystem", "build_agent"),
+    ("System", "run"),
+    ("Benchmark", "load"),
+    ("Benchmark", "tools"),
+    ("ModelProvider", "complete"),
+]
+
+
+@pytest.mark.parametrize(("owner", "hook"), HOOKS)
+def test_readme_gives_each_hook_with_the_parameters_the_code_has(owner, hook):
+    import data_agent_compare.compare as core
+    import data_agent_compare.systems as systems
+
+    cls = getattr(systems, owner, None) or getattr(core, owner)
+    row = next(line for line in README.read_text().splitlines() if line.startswith(f"| `{owner}` |"))
+    written = re.search(rf"`{hook}\((.*?)\) ->", row)
+    assert written, f"README's hook table has no signature of {owner}.{hook}"
+    names = [part.split(":")[0].strip() for part in written.group(1).split(", ") if part.strip() != "*"]
+    assert names == list(inspect.signature(getattr(cls, hook)).parameters)
