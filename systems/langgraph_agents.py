@@ -191,6 +191,8 @@ class LangGraphPlanExecute(LangGraphSystem):
                 messages.append(("user", REPLAN_PROMPT.format(failure=state["failure"])))
             replans = state.get("replans", -1) + 1
             steps = (planner.invoke(messages) or {}).get("steps") or []
+            if not steps:  # the writer answers from what there is
+                session.ctx.warn("planner_fallback", "the plan had no usable steps")
             return {"steps": list(steps)[:MAX_PLAN_STEPS], "failure": None, "replans": replans}
 
         def execute(state: PlanState) -> PlanState:

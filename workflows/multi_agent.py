@@ -133,7 +133,11 @@ class _Team:
     def _decide(self) -> tuple[str, str]:
         reply = self.ctx.generate(self.coordinator, response_schema=self.decision_schema, agent=COORDINATOR).message
         self.coordinator.append(reply)
-        return _parse_decision(reply.content, self.decision_schema)
+        decision = _parse_decision(reply.content, self.decision_schema)
+        if decision is None:  # the routing ends rather than guessing a route: the planner fell back
+            self.ctx.warn("planner_fallback", "the coordinator's decision could not be read; routing ended")
+            return FINISH, ""
+        return decision
 
     def _delegate(self, agent: _Agent, instruction: str) -> None:
         self.ctx.message(COORDINATOR, agent.name, instruction, phase=Phase.DECISION)
@@ -215,11 +219,11 @@ def _decision_schema(choices: list[str]) -> dict[str, Any]:
     }
 
 
-def _parse_decision(content: str | None, schema: dict[str, Any]) -> tuple[str, str]:
-    """(next, instruction); a decision that breaks the schema ends the routing rather than guessing a route."""
+def _parse_decision(content: str | None, schema: dict[str, Any]) -> tuple[str, str] | None:
+    """(next, instruction); None for a decision that breaks the schema."""
     try:
         decision = json.loads(content or "")
         jsonschema.validate(decision, schema)
     except (json.JSONDecodeError, jsonschema.ValidationError):
-        return FINISH, ""
+        return None
     return decision["next"], decision["instruction"]

@@ -68,3 +68,12 @@ def test_a_system_whose_main_step_ran_carries_no_warning(tmp_path, scripted_mode
     run = read_run(plan.run_dir)
     assert all(r.warnings == [] for r in run.records)
     assert "Main step skipped" not in markdown(summarize(run.records), run.manifest)
+
+
+def test_a_coordinator_whose_decision_is_unreadable_says_its_routing_fell_back(tmp_path, scripted_model):
+    plan = make_plan(tmp_path, two_factoid_tasks()[:1], scripted_model(prose), ["multi_agent"])
+    execute(plan)
+    (record,) = read_run(plan.run_dir).records
+    assert [(w.code, w.detail) for w in record.warnings] == [
+        ("planner_fallback", "the coordinator's decision could not be read; routing ended")
+    ]
