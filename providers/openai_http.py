@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -44,11 +46,8 @@ class OpenAIHTTPProvider(ModelProvider):
                 reply = self._client.post(url, json=body, headers=headers)
         except httpx.TransportError as error:  # timeouts included
             raise transport_error(error, key) from None
-        try:
+        with usage_on_error(reply.content):
             return parse_reply(reply.status_code, reply.content, reply.headers, key)
-        except ModelError as failure:  # an error reply that reports usage was billed: it counts
-            failure.usage = failure.usage or reported_usage(reply.content)
-            raise
 
     def close(self) -> None:
         self._client.close()
@@ -74,6 +73,16 @@ def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | 
         raise malformed("empty body" if not content else redact(f"not JSON: {content[:200]!r}", key))
     text = f"HTTP {status}: {redact(error_message(error, content), key)}"
     raise status_error(status, text, retry_after_s(headers), error.get("code") if isinstance(error, dict) else None)
+
+
+@contextmanager
+def usage_on_error(content: bytes) -> Iterator[None]:
+    """An error reply that reports usage was billed: the ModelError raised for it carries that usage."""
+    try:
+        yield
+    except ModelError as failure:
+        failure.usage = failure.usage or reported_usage(content)
+        raise
 
 
 def reported_usage(content: bytes) -> Usage | None:

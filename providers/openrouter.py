@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
 from ..compare.trace import Usage
 from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
-from .openai_http import error_message, parse_reply
+from .openai_http import error_message, parse_reply, usage_on_error
 from .openai_protocol import arguments_defect, request_to_openai, response_from_openai
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -128,9 +128,10 @@ class OpenRouterProvider(ModelProvider):
                     **arguments, retries=None, http_headers={"Authorization": f"Bearer {key}"}
                 )
         except sdk_errors.OpenRouterError as error:
-            if error.status_code == 200:  # a reply the SDK refused: read leniently, or say what is missing
-                return parse_reply(200, (error.body or "").encode(), error.headers, key)
-            raise _status_failure(error, key) from None
+            with usage_on_error((error.body or "").encode()):
+                if error.status_code == 200:  # a reply the SDK refused: read leniently, or say what is missing
+                    return parse_reply(200, (error.body or "").encode(), error.headers, key)
+                raise _status_failure(error, key) from None
         except httpx.TransportError as error:  # timeouts included
             raise transport_error(error, key) from None
         except sdk_errors.NoResponseError as error:

@@ -127,3 +127,18 @@ def test_fake_openrouter_gets_every_generation_setting_through_the_sdk(fake, mon
         "seed": 7,
         "max_tokens": 50,
     }
+
+
+def test_fake_openrouter_error_reply_that_reports_usage_counts_beside_the_retry(fake, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+    billed = FakeResponse({"error": {"code": 502, "message": "upstream died"}, "usage": usage(300, 40)}, status=502)
+    fake.enqueue(billed, text_response("fine", usage_body=usage(10, 5)))
+    config = ModelConfig(alias="gpt-5", provider="openrouter", model_id="openai/gpt-5", base_url=fake.base_url)
+    recorder = TraceRecorder(Trace(task_id="t", system="s", model="gpt-5"), Budgets())
+    openrouter = OpenRouterProvider()
+    try:
+        reply = MeteredModel(config, openrouter, recorder, system="s", retries=FAST).generate(QUESTION)
+    finally:
+        openrouter.close()
+
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (310, 45)
