@@ -62,7 +62,11 @@ Scores (its `_compute_graph_coverage`, `_compute_tool_metrics`, `_check_dependen
 Where we depart from the official code, on purpose:
 - The official critical path of a DAG built from subtasks takes, on ties between entry nodes,
   whichever a Python set yields first (it can change between processes); ours takes the first
-  in gold order. A gold DAG given with a `critical_path` keeps it, as its `TaskDAG.from_dict` does.
+  in gold order. A gold DAG given with a `critical_path` keeps it, as its `TaskDAG.from_dict` does;
+  one given without gets the path `DAGBuilder.build` computes (from_dict would keep it empty and
+  count critical-path coverage 1; the DAGs FDABench stores were built, so they carry theirs).
+- `tool_aliases.yaml` also gives a gold node without a tool one by its type: an FDABench
+  "synthesize"/"report" step is done by our `answer` call (FDABench's agents call no tool for it).
 - A `depends_on` given as one id or a literal string is parsed; the official builder iterates
   the string's characters (and then fails on the unknown ids).
 """
@@ -73,7 +77,7 @@ import ast
 from functools import cache
 from itertools import pairwise, takewhile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
@@ -83,12 +87,8 @@ from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
 from ..compare.trace import Trace
 
-if TYPE_CHECKING:
-    import networkx as nx
-
 ALIASES_FILE = Path(__file__).with_name("tool_aliases.yaml")
 ANSWER = "answer"
-_ORDER_EDGES = {EdgeType.HARD_DEP, EdgeType.SOFT_DEP}
 
 
 # ---------------------------------------------------------------- aliases
@@ -231,26 +231,6 @@ def normalize_dag(dag: GoldDag) -> GoldDag:
         path = _critical_path(dag)
         nodes = [node.model_copy(update={"critical": node.critical or node.id in path}) for node in nodes]
     return GoldDag(nodes=nodes, edges=dag.edges, critical_path=path, alt_groups=dag.alt_groups)
-
-
-def _graph(dag: GoldDag, types: set[EdgeType]) -> nx.DiGraph:
-    import networkx as nx  # 0.1-0.4 s to import: only scoring a gold DAG needs it, not `tool_success`
-
-    graph = nx.DiGraph()
-    graph.add_nodes_from(node.id for node in dag.nodes)
-    graph.add_edges_from((e.source, e.target) for e in dag.edges if e.type in types)
-    return graph
-
-
-def topological_order(dag: GoldDag) -> list[str]:
-    """Node ids in the order matching walks them: HARD_DEP and SOFT_DEP respected, ties in gold order."""
-    import networkx as nx
-
-    position = {node.id: i for i, node in enumerate(dag.nodes)}
-    try:
-        return list(nx.lexicographical_topological_sort(_graph(dag, _ORDER_EDGES), key=position.__getitem__))
-    except nx.NetworkXUnfeasible as error:
-        raise ValueError("gold DAG has a cycle in its HARD_DEP/SOFT_DEP edges") from error
 
 
 def _critical_path(dag: GoldDag) -> list[str]:
