@@ -140,8 +140,12 @@ def _generate(llama: ConstrainedLlama, request: ModelRequest, config: ModelConfi
     seed = request.seed if request.seed is not None else int(config.params.get("seed", 0))  # the run's, else the alias'
     out = _complete(llama, prompt, schema, max_tokens, request.temperature or 0.0, seed, deadline)
     choice, counts = out["choices"][0], out["usage"]
-    message, finish = to_message(choice["text"], request, schema, choice.get("finish_reason"))
     usage = Usage(input_tokens=counts["prompt_tokens"], output_tokens=counts["completion_tokens"])
+    try:
+        message, finish = to_message(choice["text"], request, schema, choice.get("finish_reason"))
+    except ModelError as unusable:  # the tokens were spent: they count in the trace and the token budget
+        unusable.usage = usage
+        raise
     return ModelResponse(message=message, usage=usage, finish_reason=finish, provider_model=Path(llama.model_path).stem)
 
 

@@ -142,3 +142,33 @@ def test_fake_openrouter_error_reply_that_reports_usage_counts_beside_the_retry(
         openrouter.close()
 
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (310, 45)
+
+
+class StubLlama:
+    """Stands in for llama.cpp where the embedded model's generation is stubbed."""
+
+    model_path = "gemma-3-270m.gguf"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    def n_ctx(self) -> int:
+        return 8192
+
+
+def test_embedded_models_cut_off_output_counts_its_tokens_with_generation_stubbed(monkeypatch):
+    from data_agent_compare.providers import local
+
+    cut = {"choices": [{"text": '{"story": "a fox who', "finish_reason": "length"}]}
+    monkeypatch.setattr(local, "_complete", lambda *_: {**cut, "usage": {"prompt_tokens": 40, "completion_tokens": 24}})
+    provider = local.LocalLlamaProvider()
+    monkeypatch.setattr(provider, "_load", lambda config: StubLlama())
+    config = ModelConfig(alias="local", provider="local", model_id="gemma-3-270m")
+    recorder = TraceRecorder(Trace(task_id="t", system="s", model="local"), Budgets())
+    schema = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"]}
+
+    with pytest.raises(ModelError):
+        MeteredModel(config, provider, recorder, system="s", retries=FAST).generate(QUESTION, response_schema=schema)
+
+    step = recorder.trace.model_calls[0]
+    assert step.success is False and step.usage.total_tokens == 64 * len(step.failed_attempts) > 0
