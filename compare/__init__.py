@@ -33,6 +33,7 @@ from .context import Endpoint, RunContext
 from .model import (
     PROVIDERS,
     CallContext,
+    GenerationSettings,
     Message,
     MeteredModel,
     ModelConfig,
@@ -83,6 +84,7 @@ __all__ = [
     "DataSourceKind",
     "Endpoint",
     "FinalToolCall",
+    "GenerationSettings",
     "Gold",
     "Manifest",
     "Message",
