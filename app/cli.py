@@ -316,15 +316,22 @@ def _run(plan: RunPlan, resume: bool, allow_drift: bool = False) -> int:
     failed = [r for r in records if r.status in ("error", "infra_error", "replay_miss")]
     if failed:
         console.print(f"[yellow]{len(failed)} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
-        for line in failure_causes(failed):
+        urls = {model.alias: redact_credentials(model.base_url) for model in plan.models if model.base_url}
+        for line in failure_causes(failed, urls):
             console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     return 1 if failed else 0
 
 
-def failure_causes(failed: list[ResultRecord], shown: int = 5) -> list[str]:
-    """The failed units grouped by the first line of their error, most frequent first:
-    `5 units: infra_error: Connection refused (http://127.0.0.1:9/v1)`."""
-    causes = Counter(f"{r.status}: {(r.error or 'no error message').splitlines()[0][:200]}" for r in failed)
+def failure_causes(failed: list[ResultRecord], urls: dict[str, str] | None = None, shown: int = 5) -> list[str]:
+    """The failed units grouped by the first line of their error, most frequent first; a provider's failure
+    names the model's base URL: `5 units: infra_error: ... Connection refused (http://127.0.0.1:9/v1)`."""
+    urls = urls or {}
+
+    def cause(r: ResultRecord) -> str:
+        text = f"{r.status}: {(r.error or 'no error message').splitlines()[0][:200]}"
+        return text + (f" ({urls[r.model]})" if r.status == "infra_error" and r.model in urls else "")
+
+    causes = Counter(cause(r) for r in failed)
     lines = [f"{n} unit{'s' if n > 1 else ''}: {cause}" for cause, n in causes.most_common(shown)]
     rest = len(causes) - shown
     return lines + ([f"… and {rest} other cause(s) in results.jsonl"] if rest > 0 else [])

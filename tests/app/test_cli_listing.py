@@ -5,7 +5,9 @@ hidden aliases), and why failed units failed, grouped, at the end of a run."""
 import io
 import json
 import os
+import re
 import shlex
+import socket
 import subprocess
 
 import pytest
@@ -65,9 +67,23 @@ def test_failed_units_are_grouped_by_their_first_error_line():
     refused = "Connection refused (http://127.0.0.1:9/v1/chat/completions)\nTraceback follows"
     failed = [base.model_copy(update={"status": "infra_error", "error": refused, "task_id": f"T{i}"}) for i in range(5)]
     failed.append(base.model_copy(update={"status": "error", "error": "KeyError: 'rows'"}))
-    assert failure_causes(failed) == [
-        "5 units: infra_error: Connection refused (http://127.0.0.1:9/v1/chat/completions)",
+    assert failure_causes(failed, {base.model: "http://127.0.0.1:9/v1"}) == [
+        "5 units: infra_error: Connection refused (http://127.0.0.1:9/v1/chat/completions) (http://127.0.0.1:9/v1)",
         "1 unit: error: KeyError: 'rows'",
     ]
     many = [base.model_copy(update={"status": "error", "error": f"problem {i}"}) for i in range(7)]
     assert failure_causes(many)[-1] == "… and 2 other cause(s) in results.jsonl"
+
+
+def test_a_run_against_an_unreachable_base_url_ends_by_naming_why_with_the_url(tmp_path):
+    with socket.socket() as probe:  # a loopback port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "once.yaml"
+    config.write_text("retries:\n  max_attempts: 1\n")
+    url = f"http://127.0.0.1:{port}/v1"
+    flags = ["--models", "openai-compatible:x", "--base-url", url, "--workflows", "tool_use", "--limit", "2"]
+    result = runner.invoke(app, [*flags, "--config", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    said = result.output.replace("\n", " ")
+    assert re.search(rf"2 units: infra_error: .*Connection refused.* \({re.escape(url)}\)", said), said
