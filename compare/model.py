@@ -53,9 +53,6 @@ class ModelRequest(BaseModel):
     seed: int | None = None
 
 
-GENERATION_FIELDS = ("temperature", "top_p", "seed", "max_output_tokens")
-
-
 class GenerationSettings(BaseModel):
     """The sampling settings of every request of a run (`generation:`; the judge's `judge_generation:`).
     The gateway sends exactly these: a field set here overrides what a system or its library asked for,
