@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import email.utils
+import json
 import re
 import ssl
 import time
@@ -123,6 +124,25 @@ def deadline_client(**options: typing.Any) -> httpx.Client:
             raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
         pool._network_backend = _DeadlineBackend()
     return client
+
+
+def post_json(client: httpx.Client, url: str, body: object, headers: dict[str, str]) -> httpx.Response:
+    """`client.post(url, json=body, headers=headers)` without what an API call never uses: the client's
+    cookie jar, auth flow, redirect loop and URL merging, which cost a third of httpx's CPU per call. The
+    request goes through the transport the client picks for the URL (a proxy from the environment
+    included), with the client's default headers; errors are httpx's, as from `post`."""
+    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    request = httpx.Request("POST", url, content=payload, headers={**client.headers, **headers, **_JSON})
+    response = client._transport_for_url(request.url).handle_request(request)
+    response.request = request
+    try:
+        response.read()
+    finally:
+        response.close()
+    return response
+
+
+_JSON = {"Content-Type": "application/json"}
 
 
 # ---------------------------------------------------------------- classifying failures

@@ -10,6 +10,8 @@ OpenRouter has its own provider on the official SDK (`providers/openrouter.py`).
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -20,7 +22,16 @@ import httpx
 
 from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
 from ..compare.trace import Usage
-from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
+from .http_deadline import (
+    deadline,
+    deadline_client,
+    malformed,
+    post_json,
+    redact,
+    retry_after_s,
+    status_error,
+    transport_error,
+)
 from .openai_protocol import request_to_openai, response_from_openai, usage_from_openai
 
 
@@ -41,9 +52,11 @@ class OpenAIHTTPProvider(ModelProvider):
         url = config.base_url.rstrip("/") + "/chat/completions"
         body = {**request_to_openai(request, config.model_id), **config.params}
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        if config.basic_auth:  # the alias says the URL's user info is HTTP Basic auth: sent as the header
+            url, headers["Authorization"] = basic_auth(url)
         try:
             with deadline(timeout_s, context.retries):
-                reply = self._client.post(url, json=body, headers=headers)
+                reply = post_json(self._client, url, body, headers)
         except httpx.TransportError as error:  # timeouts included
             raise transport_error(error, key) from None
         with usage_on_error(reply.content):
@@ -51,6 +64,14 @@ class OpenAIHTTPProvider(ModelProvider):
 
     def close(self) -> None:
         self._client.close()
+
+
+@functools.lru_cache(maxsize=64)
+def basic_auth(url: str) -> tuple[str, str]:
+    """`url` without its user info, and the Basic auth header value that user info makes."""
+    parsed = httpx.URL(url)
+    token = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode()
+    return str(parsed.copy_with(userinfo=b"")), f"Basic {token}"
 
 
 def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | None) -> ModelResponse:
