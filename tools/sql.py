@@ -159,12 +159,13 @@ class Database(ABC):
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
 
-    def query(self, sql: str, max_rows: int) -> QueryResult:
+    def query(self, sql: str, max_rows: int, max_bytes: int | None = RESULT_MAX_BYTES) -> QueryResult:
+        """At most max_rows rows; a ToolError past max_bytes (None: the suite's own reads, unbounded)."""
         with self._lock:
-            return self._query(sql, max_rows)
+            return self._query(sql, max_rows, max_bytes)
 
     @abstractmethod
-    def _query(self, sql: str, max_rows: int) -> QueryResult:
+    def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
         """Check the statement, run it under the timeout, fetch at most max_rows (+1 to see more)."""
 
     @abstractmethod
@@ -195,9 +196,9 @@ def _size(value: Any) -> int:
     return 32
 
 
-def fetch_bounded(fetchmany: Any, max_rows: int, batch: int) -> list[Any]:
+def fetch_bounded(fetchmany: Any, max_rows: int, batch: int, max_bytes: int | None = RESULT_MAX_BYTES) -> list[Any]:
     """At most max_rows + 1 rows (the +1 tells the caller more exist), `batch` at a time;
-    a ToolError once they would hold more than RESULT_MAX_BYTES."""
+    a ToolError once they would hold more than max_bytes."""
     rows: list[Any] = []
     used = 0
     while len(rows) <= max_rows:
@@ -205,7 +206,7 @@ def fetch_bounded(fetchmany: Any, max_rows: int, batch: int) -> list[Any]:
         if not got:
             break
         used += sum(_size(cell) for row in got for cell in row)
-        if used > RESULT_MAX_BYTES:
+        if max_bytes is not None and used > max_bytes:
             raise ToolError(f"refused: {TOO_LARGE}")
         rows += got
     return rows
@@ -281,14 +282,14 @@ class SqliteDatabase(Database):
         self._interrupted = time.monotonic() > self._deadline
         return int(self._interrupted)  # non-zero aborts the running statement
 
-    def _query(self, sql: str, max_rows: int) -> QueryResult:
+    def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
         self._denied, self._interrupted = None, False
         self._deadline = time.monotonic() + self.timeout_s
         cursor = self._con.cursor()
         try:
             cursor.execute(sql)
             columns = [d[0] for d in cursor.description or []]
-            rows = fetch_bounded(cursor.fetchmany, max_rows, 1)  # one row is at most what SQLite's heap holds
+            rows = fetch_bounded(cursor.fetchmany, max_rows, 1, max_bytes)  # a row: at most SQLite's heap
         except sqlite3.ProgrammingError as error:
             if "one statement at a time" in str(error):
                 raise ToolError("refused: multiple statements in one call; send one query per call") from error
@@ -378,14 +379,14 @@ class DuckDbDatabase(Database):
                 "use it as a table function (FROM range(n)) or build the value outside SQL"
             )
 
-    def _query(self, sql: str, max_rows: int) -> QueryResult:
+    def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
         self._check(sql)
         timer = threading.Timer(self.timeout_s, self._con.interrupt)
         timer.start()
         try:
             self._con.execute(sql)
             columns = [d[0] for d in self._con.description or []]
-            rows = fetch_bounded(self._con.fetchmany, max_rows, 2048)  # a chunk is within memory_limit
+            rows = fetch_bounded(self._con.fetchmany, max_rows, 2048, max_bytes)  # a chunk is within memory_limit
         except duckdb.InterruptException as error:
             raise self._timed_out() from error
         except duckdb.OutOfMemoryException as error:
@@ -500,22 +501,24 @@ class PostgresDatabase(Database):
         reserved = self._run("SELECT word FROM pg_get_keywords() WHERE catcode <> 'U'", None, 10_000).rows
         self._reserved = {word for (word,) in reserved}
 
-    def _query(self, sql: str, max_rows: int) -> QueryResult:
+    def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
         check_read_statement(sql, "postgres")
         if leading_keyword(sql) not in _PG_READ_KEYWORDS:  # sqlglot lets what it cannot parse pass
             raise ToolError(f"refused {leading_keyword(sql)}: {READ_ONLY_HINT}")
-        if leading_keyword(sql) not in _PG_CURSOR_KEYWORDS:
-            return self._run(sql, None, max_rows)
-        result = self._run(_pg_sized(sql), None, max_rows)
+        if leading_keyword(sql) not in _PG_CURSOR_KEYWORDS or max_bytes is None:
+            return self._run(sql, None, max_rows, max_bytes)
+        result = self._run(_pg_sized(sql, max_bytes), None, max_rows, max_bytes)
         return QueryResult(result.columns[:-1], [row[:-1] for row in result.rows], result.more)
 
-    def _run(self, sql: str, params: Sequence[Any] | None, max_rows: int) -> QueryResult:
+    def _run(
+        self, sql: str, params: Sequence[Any] | None, max_rows: int, max_bytes: int | None = RESULT_MAX_BYTES
+    ) -> QueryResult:
         try:
             self._con.execute("BEGIN READ ONLY")
             if leading_keyword(sql) in _PG_CURSOR_KEYWORDS:
                 with self._con.cursor(name="agent_query") as cursor:
                     cursor.execute(sql, params)  # DECLARE: one statement only
-                    rows = fetch_bounded(cursor.fetchmany, max_rows, 1000)
+                    rows = fetch_bounded(cursor.fetchmany, max_rows, 1000, max_bytes)
                     columns = [d.name for d in cursor.description or []]
             else:
                 with self._con.cursor() as cursor:
@@ -573,9 +576,9 @@ _PG_TOO_LARGE = "result larger than the limit: "
 _PG_SIZE_COLUMN = "__result_bytes"
 
 
-def _pg_sized(sql: str) -> str:
+def _pg_sized(sql: str, max_bytes: int) -> str:
     """The agent's query with its result's running size (the last column, dropped again): the
-    server fails the query once it passes RESULT_MAX_BYTES, before the rows reach the runner.
+    server fails the query once it passes max_bytes, before the rows reach the runner.
     A non-constant cast of a message to integer is how plain SQL raises an error."""
     body = sql.strip()
     while body.endswith(";"):
@@ -584,7 +587,7 @@ def _pg_sized(sql: str) -> str:
     return (
         f"SELECT * FROM (SELECT q.*, sum(pg_column_size(q.*)) OVER (ROWS UNBOUNDED PRECEDING) AS {size} "
         f"FROM (\n{body}\n) AS q) AS sized "
-        f"WHERE CASE WHEN {size} > {RESULT_MAX_BYTES} THEN ('{_PG_TOO_LARGE}' || {size})::int IS NULL ELSE true END"
+        f"WHERE CASE WHEN {size} > {int(max_bytes)} THEN ('{_PG_TOO_LARGE}' || {size})::int IS NULL ELSE true END"
     )
 
 

@@ -89,8 +89,8 @@ class WorkerDatabase(Database):
             raise value
         return value
 
-    def _query(self, sql: str, max_rows: int) -> QueryResult:
-        result: QueryResult = self._call("query", sql, max_rows)
+    def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
+        result: QueryResult = self._call("query", sql, max_rows, max_bytes)
         return result
 
     def tables(self) -> list[TableInfo]:

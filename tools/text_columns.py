@@ -135,7 +135,8 @@ def _read_sql_column(
 ) -> tuple[TextColumn, list[Chunk]]:
     selected = ", ".join(database.quote(c) for c in [*keys, column])
     name = database.quote(column)
-    result = database.query(f"SELECT {selected} FROM {table.sql_name} WHERE {name} IS NOT NULL", MAX_ROWS)
+    # the suite's own read for an index, not an agent's: no result-size bound
+    result = database.query(f"SELECT {selected} FROM {table.sql_name} WHERE {name} IS NOT NULL", MAX_ROWS, None)
     where = f"{db_name}.{table.name}.{column}"
     chunks = [piece for row in result.rows for piece in chunk_text(where, heading(keys, row[:-1]), str(row[-1]))]
     return TextColumn(where, len(result.rows), len(chunks), cut=result.more), chunks
