@@ -175,3 +175,20 @@ def test_calls_of_attempts_without_a_record_are_the_interrupted_spend(tmp_path):
     assert any("calls.jsonl:5" in warning for warning in run.warnings)
     RunLogWriter(tmp_path).close()  # resuming drops the cut line
     assert read_run(tmp_path).warnings == []
+
+
+def test_requests_journaled_as_sent_and_never_answered_count_as_in_flight_once(tmp_path):
+    writer = RunLogWriter(tmp_path)
+    writer.write_manifest(manifest())
+    sent = SpentCall(attempt="killed", task_id="T2", system="tool_use", model="m", epoch=1, sent=1)
+    for line in [sent, spent("killed", attempts=2), sent, sent, sent]:  # a call answered on its retry, then one cut
+        writer.spent(line)
+    writer.spent(sent.model_copy(update={"sent": -1}))  # refused before it left: not sent after all
+    writer.close()
+    (interrupted,) = read_run(tmp_path).interrupted
+    assert (interrupted.model_calls, interrupted.in_flight_calls) == (1, 1)
+    assert interrupted.usage.cost_source == "provider"  # sent lines add no usage of their own
+    note = SpentCall(attempt="killed", task_id="T2", system="tool_use", model="m", epoch=1, in_flight=1)
+    with (tmp_path / "calls.jsonl").open("a") as journal:  # a graceful stop's note of the same call
+        journal.write(note.model_dump_json(exclude_defaults=True) + "\n")
+    assert read_run(tmp_path).interrupted[0].in_flight_calls == 1  # counted once
