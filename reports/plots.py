@@ -363,7 +363,7 @@ def pass_at_k_curves(data: ReportData) -> Figure | None:
             y=alt.Y("pass:Q", title="pass@k (datasets weighted equally)", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("model:N", title="model"),
             strokeDash=alt.StrokeDash("model:N", scale=alt.Scale(range=DASHES), title="model"),
-            shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), title="model"),
+            shape=alt.Shape("model:N", scale=alt.Scale(range=SHAPES), legend=None),  # the legend: colour and dash
             tooltip=["system:N", "model:N", "k:O", alt.Tooltip("pass:Q", format=".3f")],
         )
         .properties(width=PANEL_WIDTH, height=160)

@@ -25,10 +25,10 @@ def _unit(*parts: object) -> float:
     return (zlib.crc32("/".join(map(str, parts)).encode()) % 10_000) / 10_000
 
 
-def _record(benchmark: str, system: str, model: str, task: str, level: str, rank: float) -> dict:
+def _record(benchmark: str, system: str, model: str, task: str, level: str | None, rank: float, epoch: int) -> dict:
     base = json.loads(RUN.joinpath("results.jsonl").read_text().splitlines()[0])
     bundled = benchmark in ("bundled", "fdabench")
-    right = _unit(system, model, task) < rank
+    right = _unit(system, model, task, epoch) < rank
     metric = "correct" if benchmark in ("dabstep", "dab") else "exact_match"
     latency = 0.05 * 10 ** (3 * _unit(system, model))  # 0.05 s .. 50 s per row
     cost = 0.00001 * 10 ** (3 * _unit(model, system)) * (1 + _unit(task))
@@ -36,6 +36,7 @@ def _record(benchmark: str, system: str, model: str, task: str, level: str, rank
     return {
         **base,
         "task_id": task,
+        "epoch": epoch,
         "benchmark": benchmark,
         "system": system,
         "model": model,
@@ -60,20 +61,25 @@ def write_wide_run(
     systems: int = 12,
     models: tuple[str, ...] = ("gpt-5-mini", "qwen3-30b-a3b-instruct"),
     tasks: int = 12,
+    epochs: int = 1,
     settings: dict | None = None,
 ) -> Path:
-    """A run directory of `systems` × `models` rows over `tasks` tasks of `benchmark`."""
+    """A run directory of `systems` × `models` rows over `tasks` tasks of `benchmark` (DAB's ids name their
+    dataset, as `<dataset>/query<N>`)."""
     manifest = json.loads(RUN.joinpath("manifest.json").read_text())
     names = [FAMILIES[i % len(FAMILIES)] + ("" if i < len(FAMILIES) else f"_{i}") for i in range(systems)]
     levels = ["easy", "hard"] if benchmark == "dabstep" else ["easy", "medium", "hard"]
     prefix = {"bundled": "BND", "dabstep": "", "dbgorilla": "DBG"}.get(benchmark, "T")
     task_ids = [f"{prefix}{i + 1:03d}" for i in range(tasks)]
+    if benchmark == "dab":
+        task_ids = [f"query_ds{i % 3}/query{i + 1}" for i in range(tasks)]
     records = []
     for s, system in enumerate(names):
         for model in models:
             rank = 1.0 if s < 2 else _unit("rank", system, model)  # the first two systems tie at 1.0
             for t, task in enumerate(task_ids):
-                records.append(_record(benchmark, system, model, task, levels[t % len(levels)], rank))
+                level = levels[t % len(levels)] if benchmark != "dab" else None
+                records += [_record(benchmark, system, model, task, level, rank, e + 1) for e in range(epochs)]
     (out / "traces" / "tool_use" / "alpha").mkdir(parents=True)
     shutil.copy(RUN / TRACE, out / TRACE)
     model_entry = manifest["models"][0]

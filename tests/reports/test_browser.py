@@ -133,16 +133,18 @@ def test_no_two_labels_of_a_chart_overlap_with_24_system_model_rows(tmp_path, br
 @pytest.mark.slow
 def test_a_multi_benchmark_report_renders_its_overview_and_every_chart(tmp_path, browser, wide_run):
     runs = [wide_run("bundled", systems=4, tasks=6), wide_run("dabstep", benchmark="dabstep", systems=3, tasks=6)]
+    runs.append(wide_run("dab", benchmark="dab", systems=12, tasks=6, epochs=3))  # 12 pass@k panels
     files = build_report(runs, tmp_path / "report")
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     problems = []
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.goto(files.files["html"].as_uri())
     overview = page.locator("#main-table")
-    assert overview.locator("tbody tr").count() == 4 * 2 + 3 * 2
+    assert overview.locator("tbody tr").count() == 4 * 2 + 3 * 2 + 12 * 2
     assert "dabstep" in overview.inner_text() and "bundled" in overview.inner_text()
     charts = chart_texts(page, files)
     assert any(key.startswith("dabstep-") for key in charts) and any(key.startswith("bundled-") for key in charts)
+    assert "dab-pass_at_k" in charts
     assert {key: chart["overlapping"] for key, chart in charts.items() if chart["overlapping"]} == {}
     shot = tmp_path / "report" / "overview.png"
     page.locator("#summary").screenshot(path=str(shot))
