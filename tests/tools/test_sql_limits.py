@@ -5,6 +5,7 @@ process running the tools stays within 250 MiB of the same queries without them.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -146,3 +147,21 @@ def test_duckdb_table_functions_stream_but_the_scalar_forms_are_refused(sources:
                 tool.run({"sql": query})
     finally:
         tool.close()
+
+
+def test_a_duckdb_worker_that_dies_is_reported_and_replaced(sources: list[tuple[str, str, str]]) -> None:
+    settings = ToolSettings()
+    name, kind, where = sources[1]
+    databases = Databases([DataSource(name=name, kind=DataSourceKind(kind), location=where)], settings)
+    database = databases.get(name)
+    try:
+        worker = database._process  # type: ignore[attr-defined]
+        assert worker is not None and worker.pid != os.getpid()  # DuckDB runs outside this process
+        worker.kill()
+        worker.wait()
+        with pytest.raises(ToolError, match="ended the database's worker process"):
+            database.query("SELECT count(*) FROM t", 10)
+        assert database.query("SELECT count(*) FROM t", 10).rows == [(100,)]  # reopened
+    finally:
+        databases.close()
+    assert worker.poll() is not None
