@@ -390,15 +390,15 @@ def test_bundled_perfect_traces_score_one(bundled):
 
 
 # BND004: search, schema -> sql -> answer (all required; critical path search, sql, answer), plus the optional
-# rate step: rate_sql | rate_python (an ALT group), BOTH HARD_DEP before answer. FDABench's SS ignores ALT groups:
-# answer ran while one alternative never did, so doing one alternative breaks an order. GC 1 throughout.
+# rate step: rate_sql | rate_python (an ALT group), each a SOFT_DEP of answer (either one feeds it; a HARD edge from
+# an optional alternative would zero SS for every one-way solution under FDABench's rule). GC 1 throughout.
 BUNDLED_CASES = {
-    # rate in Python: F1 1 (5 of the 5 gold tools); rate_sql never ran: SS 0; TOS ½
-    "rate in python": (ok("search_documents", "get_schema_info", "execute_sql", "execute_python", "answer"), 0.5),
-    # rate inside the main query: F1 8/9; SS 0; TOS ½
-    "rate in the main query": (ok("search_documents", "get_schema_info", "execute_sql", "answer"), 0.5),
-    # Python after the answer: rate_python -> answer broken too; TOS ½
-    "rate after answering": (ok("search_documents", "get_schema_info", "execute_sql", "answer", "execute_python"), 0.5),
+    # rate in Python: F1 1 (5 of the 5 gold tools); no HARD edge broken: SS 1; TOS 1
+    "rate in python": (ok("search_documents", "get_schema_info", "execute_sql", "execute_python", "answer"), 1.0),
+    # rate inside the main query: recall 4/5, precision 1, F1 8/9; SS 1; TOS (1 + 8/9) / 2 = 17/18
+    "rate in the main query": (ok("search_documents", "get_schema_info", "execute_sql", "answer"), 17 / 18),
+    # Python after the answer: rate_python -> answer is soft, so FDABench's SS does not see it; TOS 1
+    "rate after answering": (ok("search_documents", "get_schema_info", "execute_sql", "answer", "execute_python"), 1.0),
     # both alternatives, then the answer: every node matched in order; TOS 1
     "both alternatives": (
         ok("search_documents", "get_schema_info", "execute_sql", "execute_sql", "execute_python", "answer"),
