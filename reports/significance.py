@@ -16,7 +16,7 @@ from statistics import NormalDist, stdev
 from ..compare.runlog import ResultRecord
 from .cells import Cell, ReportTable, label, plain
 from .runs import ReportData
-from .summary import PairRow, SummaryRow, correctness, judged, pairwise, per_task
+from .summary import PairRow, SummaryRow, comparisons, correctness, judged, pairwise, per_task
 
 TOP_SYSTEMS = 5  # pairs grow quadratically; the leaders are what a reader compares
 ALPHA = 0.05
@@ -92,7 +92,7 @@ def significance_table(data: ReportData) -> ReportTable | None:
     columns += ["bootstrap p", "bootstrap p (Holm)", "McNemar p", "McNemar p (Holm)"]
     columns += ["significant (Holm p<0.05)", "tasks needed (80% power)"]
     pairs = pairwise(chosen, **flags)
-    title = f"Paired comparisons among the top {len(top)} ({len(pairs)} comparisons)"
+    title = f"Paired comparisons among the top {len(top)} ({comparisons(len(pairs))})"
     table = ReportTable(key="significance", title=title, columns=columns)
     for pair in pairs:
         needed = tasks_needed(_differences(chosen, pair.first, pair.second, flags))
@@ -115,7 +115,7 @@ def significance_table(data: ReportData) -> ReportTable | None:
         )
     table.note = (
         f"Significant: both the paired bootstrap and McNemar's (sign) test give p < 0.05 on the tasks both rows "
-        f"answered, after the Holm–Bonferroni adjustment over the {len(pairs)} comparisons of this table (each "
+        f"answered, after the Holm–Bonferroni adjustment over the {comparisons(len(pairs))} of this table (each "
         "test adjusted as its own family). Lost to infra errors: tasks each side has no verdict for because the "
         "provider failed (first / second), left out of the pair's tasks. Tasks needed: paired tasks for a "
         "difference of this size to reach p < 0.05 with 80% power."
@@ -147,7 +147,7 @@ def leader_line(data: ReportData) -> str | None:
     line = (
         f"{top[0]} vs runner-up {top[1]}: {difference:+.3f} [{low:+.3f}, {high:+.3f}] on {pair.tasks} common tasks, "
         f"{verdict} (bootstrap p {pair.bootstrap_p:.3f}, Holm {pair.bootstrap_p_holm:.3f}; McNemar p "
-        f"{pair.mcnemar_p:.3f}, Holm {pair.mcnemar_p_holm:.3f}; Holm over {len(family)} comparisons)"
+        f"{pair.mcnemar_p:.3f}, Holm {pair.mcnemar_p_holm:.3f}; Holm over {comparisons(len(family))})"
     )
     if any(lost):
         line += f"; tasks lost to infra errors: {top[0]} {lost[0]}, {top[1]} {lost[1]}"

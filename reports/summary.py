@@ -291,10 +291,14 @@ def with_holm(pairs: list[PairRow]) -> list[PairRow]:
     return pairs
 
 
+def comparisons(count: int) -> str:
+    return f"{count} comparison" + ("" if count == 1 else "s")
+
+
 def pair_lines(pairs: list[PairRow]) -> list[str]:
     """summary.md's paired comparisons: raw and Holm-adjusted p side by side, the number of comparisons said."""
     lines = [
-        f"## Paired comparisons ({len(pairs)} comparisons, on the tasks both answered)",
+        f"## Paired comparisons ({comparisons(len(pairs))}, on the tasks both answered)",
         "",
         "| first | second | tasks | lost to infra errors | accuracy difference | 95% CI | bootstrap p (Holm) "
         "| McNemar / sign test p (Holm) |",
@@ -309,7 +313,7 @@ def pair_lines(pairs: list[PairRow]) -> list[str]:
         )
     lines += [
         "",
-        f"Holm–Bonferroni: each p-value in brackets is adjusted over the {len(pairs)} comparisons of this table "
+        f"Holm–Bonferroni: each p-value in brackets is adjusted over the {comparisons(len(pairs))} of this table "
         "(one family per test); a difference is significant at 5% when its adjusted p < 0.05. 'Lost to infra "
         "errors': tasks each side has no verdict for (the provider failed), left out of this pair's tasks.",
     ]
