@@ -311,8 +311,9 @@ def _run(plan: RunPlan, resume: bool, allow_drift: bool = False) -> int:
             _stop(plan, stop)
         finally:
             signal.signal(signal.SIGTERM, previous)
-    records = _write_summary(plan.run_dir)
-    _write_report([plan.run_dir], None, at_end_of_run=True)
+    run = _write_summary(plan.run_dir)
+    _write_report([run], None, at_end_of_run=True)  # the run as the summary read it: read once
+    records = run.records
     failed = [r for r in records if r.status in ("error", "infra_error", "replay_miss")]
     if failed:
         console.print(f"[yellow]{len(failed)} unit(s) ended with an error; see results.jsonl and traces/[/yellow]")
@@ -398,7 +399,8 @@ def _stop(plan: RunPlan, stop: BaseException) -> None:
     os._exit(code)
 
 
-def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> list[ResultRecord]:
+def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> RunLog:
+    """Write summary.md (into `to` or the run directory) and print the table; returns the run log it read."""
     from ..reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
     from ..reports.summary import warning_lines
 
@@ -420,7 +422,7 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Pa
     for line in warning_lines(rows):  # "lotus/gpt-5: 12 of 37 answered without running an operator"
         console.print(f"[yellow]main step skipped:[/yellow] {line.removeprefix('- ')}", highlight=False)
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {summary_file}", highlight=False)
-    return run.records
+    return run
 
 
 def _spend_lines(run: RunLog) -> list[str]:
@@ -477,8 +479,10 @@ def report_command(
     judge_model = _failure_judge(judge)
     busy = _running(run_dirs, out)
     if len(run_dirs) == 1:
-        _write_summary(run_dirs[0], infra_errors_as_failures, to=out if busy else None)
-    _write_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge_model)
+        runs: list[Path | RunLog] = [_write_summary(run_dirs[0], infra_errors_as_failures, to=out if busy else None)]
+    else:
+        runs = list(run_dirs)
+    _write_report(runs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge_model)
 
 
 def _running(run_dirs: list[Path], out: Path | None) -> bool:
@@ -520,8 +524,7 @@ def rescore_command(
         highlight=False,
         markup=False,
     )
-    _write_summary(done.out)
-    _write_report([done.out], None, at_end_of_run=True)
+    _write_report([_write_summary(done.out)], None, at_end_of_run=True)
 
 
 def _failure_judge(name: str | None) -> Any:
@@ -543,7 +546,7 @@ def _failure_judge(name: str | None) -> Any:
 
 
 def _write_report(
-    run_dirs: list[Path],
+    run_dirs: list[Path | RunLog],
     out: Path | None,
     *,
     infra_errors_as_failures: bool = False,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..compare.model import ModelConfig
+from ..compare.runlog import RunLog
 from ..compare.trace import Trace
 from . import exports, failures, html, plots, tables
 from .cells import ReportTable
@@ -278,18 +279,20 @@ def write(report: Report, out: Path) -> ReportFiles:
 
 
 def build_report(
-    run_dirs: Iterable[str | Path],
+    run_dirs: Iterable[str | Path | RunLog],
     out: str | Path | None = None,
     *,
     infra_errors_as_failures: bool = False,
     judge: ModelConfig | None = None,
 ) -> ReportFiles:
     """Build the report of one or several run directories into `out` (default: the only run directory);
-    with `judge`, wrong answers get DAB's judged failure modes. Raises ReportError for input it cannot read."""
-    dirs = [Path(d) for d in run_dirs]
+    with `judge`, wrong answers get DAB's judged failure modes. Raises ReportError for input it cannot read.
+    A run log already read (the end of a run hands over the one its summary read) is not read again."""
+    given = list(run_dirs)
+    dirs = [run.run_dir if isinstance(run, RunLog) else Path(run) for run in given]
     if out is None and len(dirs) != 1:
         raise ReportError("several run directories make one report: say where with --out DIR")
-    parts = load_comparison(dirs, infra_errors_as_failures=infra_errors_as_failures)
+    parts = load_comparison(given, infra_errors_as_failures=infra_errors_as_failures)
     for data in parts:
         if not data.records:
             raise ReportError(f"{data.runs[0].run_dir}: the run has no results yet (results.jsonl is empty)")

@@ -69,12 +69,15 @@ class ReportData:
         return sorted({(r.system, r.model) for r in self.records})
 
 
-def load_comparison(run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool = False) -> list[ReportData]:
-    """Read the run directories, one ReportData per benchmark (in the order first named); raises ReportError."""
+def load_comparison(
+    run_dirs: Iterable[str | Path | RunLog], *, infra_errors_as_failures: bool = False
+) -> list[ReportData]:
+    """Read the run directories (a run log given is used as read), one ReportData per benchmark (in the order
+    first named); raises ReportError."""
     runs = []
     for run_dir in run_dirs:
         try:
-            runs.append(read_run(run_dir))
+            runs.append(run_dir if isinstance(run_dir, RunLog) else read_run(run_dir))
         except RunLogError as problem:
             raise ReportError(str(problem)) from None
     if not runs:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from statistics import mean
+from statistics import fmean  # statistics.mean's exact fractions cost ~40× more
 
 from pydantic import BaseModel
 from rich.table import Table
@@ -148,7 +148,7 @@ class PairRow(BaseModel):
 
 def _mean(values: Iterable[float]) -> float | None:
     values = list(values)
-    return mean(values) if values else None
+    return fmean(values) if values else None
 
 
 def correctness(record: ResultRecord) -> float | None:
@@ -224,8 +224,8 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         undecided=sum(r.scoring_error is not None and correctness(r) is None for r in rows),
         accuracy=_mean(accuracy_by_task.values()),
         accuracy_ci=(interval.low, interval.high) if interval else None,
-        accuracy_by_type={t: mean(v) for t, v in sorted(by_type.items())},
-        accuracy_by_level={level: (mean(v), len(v)) for level, v in by_level.items()},
+        accuracy_by_type={t: fmean(v) for t, v in sorted(by_type.items())},
+        accuracy_by_level={level: (fmean(v), len(v)) for level, v in by_level.items()},
         accuracy_n=len(accuracy_by_task),
         tos=_mean(per_task(quality, _score("tos")).values()),
         rs=_mean(per_task(quality, _score("rs")).values()),
