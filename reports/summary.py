@@ -504,6 +504,24 @@ def generation_lines(manifest: Manifest, records: list[ResultRecord]) -> list[st
     return lines
 
 
+def provenance_lines(manifest: Manifest) -> list[str]:
+    """Where the records come from when it is not one plain run: rescored from another run (with the scorer
+    versions before and after), or resumed/replayed past a change with `--allow-drift` (what changed)."""
+    lines = []
+    if manifest.rescored is not None:
+        now = manifest.identity.scorers if manifest.identity is not None else {}
+        before = manifest.rescored.scorers_before
+        changed = [f"{name} {before.get(name, '?')} → {version}" for name, version in sorted(now.items())
+                   if before.get(name) != version]
+        lines.append(
+            f"- rescored from {manifest.rescored.source} at {manifest.rescored.at} with today's scorers"
+            + (f" (versions changed: {', '.join(changed)})" if changed else " (same scorer versions)")
+        )
+    for drift in manifest.drift_allowed:
+        lines.append(f"- {drift.by} at {drift.at} went on with --allow-drift past: {'; '.join(drift.changes)}")
+    return lines
+
+
 def markdown(
     rows: list[SummaryRow],
     manifest: Manifest,
@@ -523,6 +541,7 @@ def markdown(
         f"- suite {m.suite_version}, git {m.git.sha[:12]}",
         f"- tasks {len(m.task_ids)}, epochs {m.config.get('epochs')}, budgets {budgets}",
         *generation_lines(m, records or []),
+        *provenance_lines(m),
         "",
         "| " + " | ".join(name for name, _ in COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",

@@ -148,6 +148,8 @@ def test_compare_resume_exits_2_on_an_edited_data_file_and_allow_drift_goes_on_w
     assert f"data file {folder / 'fees.json'}: size " in refused.output and "Traceback" not in refused.output
     assert allowed.exit_code == 0, allowed.output
     assert json.loads((out / "manifest.json").read_text())["drift_allowed"][0]["by"] == "resume"
+    summary = (out / "summary.md").read_text()
+    assert f"went on with --allow-drift past: data file {folder / 'fees.json'}" in summary
     assert runner.invoke(app, ["--out", str(tmp_path / "new"), "--allow-drift"]).exit_code == 2
 
 

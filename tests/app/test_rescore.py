@@ -86,6 +86,9 @@ def test_rescoring_after_a_scorer_changed_records_both_versions_with_a_scripted_
     assert new.manifest.identity.scorers["exact_match"] == version + ".1"
     assert new.manifest.rescored.scorers_before["exact_match"] == version
     assert old.manifest.identity.scorers["exact_match"] == version and old.manifest.rescored is None
+    assert runner.invoke(app, ["report", str(tmp_path / "again")]).exit_code == 0
+    summary = (tmp_path / "again" / "summary.md").read_text()
+    assert f"rescored from {source}" in summary and f"exact_match {version} → {version}.1" in summary
     for before, after in zip(old.records, new.records, strict=True):
         if "exact_match" in before.scores:
             assert after.scores["exact_match"] == 1.0 - before.scores["exact_match"]
