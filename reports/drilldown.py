@@ -23,9 +23,23 @@ if TYPE_CHECKING:
 ANSWER_LIMIT = 2_000  # characters of an answer (reports can be long)
 
 
+# Fields the page reads as "none" when absent: left out when empty, a fifth of a 2,000-record report's size.
+SPARSE = ("agent", "error", "text", "reasoning", "queue", "attempts", "truncated")
+
+
 def _step(step: Step) -> dict[str, Any]:
+    found = _full_step(step)
+    return {key: value for key, value in found.items() if key not in SPARSE or _said(key, value)}
+
+
+def _said(key: str, value: Any) -> bool:
+    return bool(value) and not (key == "attempts" and value == 1)  # one attempt: nothing to say
+
+
+def _full_step(step: Step) -> dict[str, Any]:
+    start = None if step.start_s is None else round(step.start_s, 6)
     base = {"i": step.index, "kind": step.kind, "phase": step.phase.value, "agent": step.agent}
-    base |= {"start": step.start_s, "dur": round(step.duration_s, 6)}
+    base |= {"start": start, "dur": round(step.duration_s, 6)}
     if isinstance(step, ModelCallStep):
         calls = [f"{c.name}({cut(json.dumps(c.arguments, ensure_ascii=False), 200)})" for c in step.tool_calls]
         return base | {
