@@ -28,29 +28,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
 
-from ..compare.benchmark import BENCHMARKS, Benchmark, BenchmarkError, TaskLoadError, TaskLoadErrors, create_benchmark
-from ..compare.model import PROVIDERS, GenerationSettings
-from ..compare.registry import RegistryError
-from ..compare.runlog import (
-    ResultRecord,
-    RunLog,
-    RunLogError,
-    read_records,
-    read_run,
-    redact_credentials,
-    run_dir_holder,
-)
-from ..compare.system import SYSTEMS
-from ..compare.task import Task
-from .config import ConfigError, load_model_table, load_plugins, load_run_config
-
+# Only typer and rich at the top: `compare --help` must not pay for the core's pydantic models, the config or
+# the run log (tests/app/test_startup.py). Each command imports what it uses; names only annotated stay here.
 if TYPE_CHECKING:
+    from ..compare.benchmark import Benchmark
+    from ..compare.runlog import ResultRecord, RunLog
+    from ..compare.task import Task
     from .units import RunPlan
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
@@ -77,6 +65,8 @@ def _split(value: str | None) -> list[str] | None:
 def _systems(workflows: str | None, systems: str | None) -> list[str] | None:
     """--workflows and --systems name systems alike; `--systems all` is every registered system but the
     workflow variants (frameworks, semantic operators, RAG), `--workflows all` the four workflows."""
+    from ..compare.system import SYSTEMS
+
     named = [*(_split(workflows) or []), *(_split(systems) or [])]
     if systems and "all" in (_split(systems) or []):
         everything = [name for name in SYSTEMS.names() if SYSTEMS.load(name).kind != "workflow-variant"]
@@ -85,6 +75,8 @@ def _systems(workflows: str | None, systems: str | None) -> list[str] | None:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
+    from ..compare.runlog import redact_credentials
+
     text = redact_credentials(message).replace("[", "\\[")  # a message is text, not Rich markup
     console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
@@ -206,6 +198,7 @@ def main_command(
         "cache": {"enabled": True} if cache else None,
         "generation": _generation_flags(sampling),
     }
+    from .config import ConfigError, load_plugins, load_run_config
     from .runner import plan_replay, plan_run, replayed_run, resumed_config  # loads the tools: not for --help
 
     try:
@@ -237,6 +230,10 @@ def main_command(
 
 def _generation_flags(given: dict[str, float | int | None]) -> dict[str, float | int] | None:
     """The sampling flags given, checked here so that a bad value names its flag (exit 2)."""
+    from pydantic import ValidationError
+
+    from ..compare.model import GenerationSettings
+
     flags = {name: value for name, value in given.items() if value is not None}
     try:
         GenerationSettings.model_validate(flags)
@@ -256,6 +253,8 @@ RECORDED_RUN_FLAGS = {
 
 
 def _refuse_other_flags(ctx: typer.Context, mode: str) -> None:
+    from .config import ConfigError
+
     allowed = RECORDED_RUN_FLAGS[mode]
     given = [
         param.opts[0]
@@ -272,6 +271,8 @@ def _refuse_other_flags(ctx: typer.Context, mode: str) -> None:
 
 
 def _run(plan: RunPlan, resume: bool, allow_drift: bool = False) -> int:
+    from ..compare.runlog import RunLogError, read_records, redact_credentials
+    from .config import ConfigError
     from .runner import RunProgress, RunWriteError, execute
 
     units = len(list(plan.units()))
@@ -401,6 +402,7 @@ def _stop(plan: RunPlan, stop: BaseException) -> None:
 
 def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> RunLog:
     """Write summary.md (into `to` or the run directory) and print the table; returns the run log it read."""
+    from ..compare.runlog import RunLogError, read_run
     from ..reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
     from ..reports.summary import warning_lines
 
@@ -453,6 +455,8 @@ def _spend_lines(run: RunLog) -> list[str]:
 
 def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
     """The benchmark's own summary section; none when the benchmark is not registered here."""
+    from ..compare.benchmark import BENCHMARKS
+
     if name not in BENCHMARKS:
         console.print(f"[yellow]warning:[/yellow] benchmark {name!r} is not registered: its own section is left out")
         return []
@@ -488,6 +492,8 @@ def report_command(
 def _running(run_dirs: list[Path], out: Path | None) -> bool:
     """Whether a run directory is being written by a running `compare` now. Its own files (summary.md, the
     report) are the run's to write when it ends: a report of it goes to another --out, else is refused."""
+    from ..compare.runlog import run_dir_holder
+
     for run_dir in run_dirs:
         holder = run_dir_holder(run_dir)
         if holder is None:
@@ -508,6 +514,8 @@ def rescore_command(
 ) -> None:
     """Score a run's records again with today's scorers into a new run directory (with its summary and
     report); its manifest records the scorer versions before and after."""
+    from ..compare.runlog import RunLogError
+    from .config import ConfigError
     from .rescore import rescore
 
     try:
@@ -532,7 +540,7 @@ def _failure_judge(name: str | None) -> Any:
     if name is None:
         return None
     from ..compare.model import get_provider
-    from .config import RunConfig, missing_api_keys, resolve_models
+    from .config import ConfigError, RunConfig, missing_api_keys, resolve_models
 
     try:
         model = resolve_models([name], RunConfig())[0]
@@ -554,6 +562,7 @@ def _write_report(
     judge: Any = None,
 ) -> None:
     """The comparison report; after a run, a report that cannot be built is a warning, not the run's failure."""
+    from ..compare.runlog import redact_credentials
     from ..reports import ReportError, build_report  # charts and the browser bundle load only when needed
 
     try:
@@ -577,6 +586,9 @@ def _write_report(
 
 
 def _benchmark(name: str, path: Path | None) -> Benchmark:
+    from ..compare.benchmark import BenchmarkError, create_benchmark
+    from ..compare.registry import RegistryError
+
     try:
         return create_benchmark(name, path)
     except (RegistryError, BenchmarkError) as problem:
@@ -595,6 +607,8 @@ def import_command(
     hints: Annotated[bool, typer.Option("--hints", help="DAB: the tasks' descriptions with hints.")] = False,
 ) -> None:
     """Turn published agent trajectories into a run directory every other command reads (compare report)."""
+    from ..compare.benchmark import BenchmarkError, create_benchmark
+    from ..compare.registry import RegistryError
     from .importer import IMPORT_FORMATS, ImportFailed, import_trajectories
 
     if fmt not in IMPORT_FORMATS:
@@ -632,6 +646,8 @@ def tasks_command(
     ids: Annotated[bool, typer.Option("--ids", help="Print the task ids, one a line (with level and type).")] = False,
 ) -> None:
     """Load and validate a benchmark without running anything: counts by type, level and data availability."""
+    from ..compare.benchmark import BenchmarkError, TaskLoadError, TaskLoadErrors
+
     path = tasks_path or path
     bench = _benchmark(benchmark, path)
     try:
@@ -712,6 +728,7 @@ def score_command(
     benchmark's leaderboard aggregate. A published file that is malformed, or a prediction given twice
     (twice for one run, in a format with runs), is refused with exit status 2 naming the entries.
     Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
+    from ..compare.benchmark import BenchmarkError
     from ..evaluators.submissions import FORMATS, SubmissionError
     from .scoring import finish, read_inputs, score_predictions, write_aggregate
 
@@ -815,6 +832,8 @@ WHOLE_COLUMNS = {"name", "alias", "provider", "model id"}
 
 def _registered(registry: Any) -> list[tuple[str, Any, str]]:
     """(name, loaded object, where it comes from) of every entry; one that cannot be loaded: exit 2."""
+    from ..compare.registry import RegistryError
+
     try:
         return [(name, registry.load(name), _source(entry.origin)) for name, entry in registry.entries().items()]
     except RegistryError as problem:
@@ -832,6 +851,8 @@ def systems_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """The registered systems: name, kind, one-line description and where each comes from."""
+    from ..compare.system import SYSTEMS
+
     _plugins(plugin)
     rows = [[name, cls.kind, cls.summary(), origin] for name, cls, origin in _registered(SYSTEMS)]
     title = "Systems (--systems NAME; all: every kind but workflow-variant; --workflows all: the workflows)"
@@ -844,6 +865,8 @@ def benchmarks_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """The registered benchmarks: name, description, scorers, whether --tasks-path is needed."""
+    from ..compare.benchmark import BENCHMARKS
+
     _plugins(plugin)
     rows = [
         [name, cls.summary(), ", ".join(cls.scorers), ", ".join(cls.rules), "yes" if cls.needs_path else "no", origin]
@@ -870,6 +893,9 @@ def models_command(
     ] = None,
 ) -> None:
     """The model aliases of configs/models.yaml: provider, model id and prices (USD per million tokens)."""
+    from ..compare.model import PROVIDERS
+    from .config import ConfigError, load_model_table
+
     if prices_from_openrouter:
         _refresh_prices(models_file)
     try:
@@ -892,6 +918,7 @@ def models_command(
 
 def _refresh_prices(models_file: Path | None) -> None:
     """Write OpenRouter's current prices into the alias table (`app/prices.py` says which and how)."""
+    from .config import ConfigError
     from .prices import PriceRefreshError, fetch_prices, openrouter_key, refresh_table, shipped_models_file
 
     path = models_file or shipped_models_file()
@@ -909,6 +936,8 @@ def _refresh_prices(models_file: Path | None) -> None:
 
 
 def _plugins(plugins: list[str] | None) -> None:
+    from .config import ConfigError, load_plugins
+
     try:
         load_plugins(plugins or [])
     except ConfigError as problem:

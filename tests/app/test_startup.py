@@ -21,14 +21,34 @@ HEAVY = [
     "jsonschema",
     "llama_cpp",
     "torch",
+    "transformers",
+    "sentence_transformers",
+    "pandas",
+    "altair",
+    "vl_convert",
+    "httpx",
+    "openai",
+    "openrouter",
+    "litellm",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "autogen_agentchat",
+    "llama_index",
+    "lotus",
+    "docetl",
+    "palimpzest",
     "http.server",
     "data_agent_compare.app.runner",
     "data_agent_compare.reports",
 ]
+# What only a command needs, not `compare --help`: the core's pydantic models, the run configuration (YAML)
+# and the run log. The root package serves the core's names on first use.
+CORE = ["pydantic", "yaml", "data_agent_compare.compare", "data_agent_compare.app.config"]
 
 
-def loaded_after(code: str) -> list[str]:
-    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+def loaded_after(code: str, watched: list[str] = HEAVY) -> list[str]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(m for m in {watched!r} if m in sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -43,6 +63,20 @@ def test_help_loads_none_of_them_either() -> None:
         "try:\n    app(['--help'], prog_name='compare')\nexcept SystemExit:\n    pass"
     )
     assert loaded_after(code) == []
+
+
+def test_help_loads_neither_the_core_nor_the_configuration() -> None:
+    code = (
+        "from data_agent_compare.app.cli import app\n"
+        "try:\n    app(['--help'], prog_name='compare')\nexcept SystemExit:\n    pass"
+    )
+    assert loaded_after(code, CORE) == []
+
+
+def test_the_root_package_serves_the_core_api_on_first_use() -> None:
+    assert loaded_after("import data_agent_compare", CORE) == []
+    code = "from data_agent_compare import *\nassert Task.__name__ == 'Task' and callable(register_system)"
+    assert "data_agent_compare.compare" in loaded_after(code, CORE)
 
 
 def test_the_tools_package_loads_its_backends_on_first_use() -> None:
