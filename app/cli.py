@@ -420,11 +420,18 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Pa
         to.mkdir(parents=True, exist_ok=True)
     summary_file = (to or run_dir) / "summary.md"
     summary_file.write_text(summary, encoding="utf-8")
-    output.print(rich_table(rows))
+    _print_whole(rich_table(rows))
     for line in warning_lines(rows):  # "lotus/gpt-5: 12 of 37 answered without running an operator"
         console.print(f"[yellow]main step skipped:[/yellow] {line.removeprefix('- ')}", highlight=False)
     console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {summary_file}", highlight=False)
     return run
+
+
+def _print_whole(table: Table) -> None:
+    """The comparison table with every name and number whole: wider than the terminal if it must be."""
+    from ..reports.summary import table_width
+
+    output.print(table, width=max(output.width, table_width(table)), crop=False)
 
 
 def _spend_lines(run: RunLog) -> list[str]:
@@ -580,7 +587,7 @@ def _write_report(
         from ..reports import rich_table
 
         for benchmark, rows in files.rows.items():
-            output.print(rich_table(rows, title=f"{benchmark}: comparison (means per task; $ is the total)"))
+            _print_whole(rich_table(rows, title=f"{benchmark}: comparison (means per task; $ is the total)"))
         console.print(f"summary: {files.files['summary']}", highlight=False)
     console.print(f"report: {files.files['html']}", highlight=False)
 

@@ -386,11 +386,18 @@ def rich_table(rows: list[SummaryRow], title: str = "Comparison (means per task;
     table = Table(title=title)
     hidden = {name for name, field in OPTIONAL_CONSOLE_COLUMNS.items() if not any(getattr(r, field) for r in rows)}
     columns = [(name, cell) for name, cell in CONSOLE_COLUMNS if name not in hidden]
-    for name, _ in columns:
-        table.add_column(name, justify="left" if name in ("system", "model") else "right")
+    for name, cell in columns:  # no name or number is cut: print it with `width=table_width(table)` or wider
+        widest = max([len(name), *(len(cell(row)) for row in rows)])
+        justify = "left" if name in ("system", "model") else "right"
+        table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
     for row in rows:
         table.add_row(*(cell(row) for _, cell in columns))
     return table
+
+
+def table_width(table: Table) -> int:
+    """The width at which a table of `rich_table` shows every cell whole (columns, padding and borders)."""
+    return sum(column.min_width or 0 for column in table.columns) + 3 * len(table.columns) + 1
 
 
 # (metric, whether it is a quality metric: quality metrics leave infrastructure errors out by default)

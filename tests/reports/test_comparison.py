@@ -38,6 +38,8 @@ def test_a_report_over_two_benchmarks_has_both_in_the_overview_and_a_section_eac
     assert "## bundled" in summary and "## dabstep" in summary
     assert "| easy | hard |" in summary  # DABstep's level split
     assert "bundled: comparison" in result.output and "dabstep: comparison" in result.output
+    terminal = {word.strip("│┃") for line in result.output.splitlines() for word in line.split()}
+    assert {"langgraph_plan_execute", "qwen3-30b-a3b-instruct"} <= terminal  # whole, even at 80 columns
     board = json.loads((out / "leaderboard.json").read_text())
     assert [b["benchmark"] for b in board["benchmarks"]] == ["bundled", "dabstep"]
 
