@@ -1,5 +1,7 @@
-"""The records a report compares: one or several run directories, read through the typed run log only,
-restricted to the tasks every run has, so each system is compared on the same questions."""
+"""The records a report compares: one or several run directories of one or several benchmarks, read through
+the typed run log only, one ReportData per benchmark. Runs of a system and model that ran it alike are one
+row (`row_names`); within a benchmark the rows are restricted to the tasks they all have, so each system is
+compared on the same questions."""
 
 from __future__ import annotations
 
