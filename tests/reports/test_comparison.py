@@ -60,7 +60,12 @@ def test_the_headline_names_the_same_leader_as_its_test_on_a_tie(wide_run):
     assert "tied with" in most and versus.startswith(f"{leader} vs runner-up ")
 
 
-def test_dabstep_level_split_is_in_the_report(wide_run, tmp_path):
-    files = build_report([wide_run("d", benchmark="dabstep", systems=2, tasks=6)], tmp_path / "r")
+def test_dabstep_level_split_is_in_the_summary_and_the_report(wide_run, tmp_path):
+    run = wide_run("d", benchmark="dabstep", systems=2, tasks=6)
+    assert runner.invoke(app, ["report", str(run)]).exit_code == 0
+    summary = (run / "summary.md").read_text()
+    assert "## Accuracy by level (n = tasks)" in summary
+    assert re.search(r"\| langgraph_react \| gpt-5-mini \| \d\.\d{3} \(n=3\) \| \d\.\d{3} \(n=3\) \|", summary)
+    files = build_report([run], tmp_path / "r")
     markdown = files.files["markdown"].read_text()
     assert "| system | model | easy accuracy | hard accuracy |" in markdown.replace(" | cost $/task | total cost $", "")
