@@ -1,11 +1,11 @@
-"""What one more unit costs the harness, counted (not timed, so a loaded CI machine cannot make it flaky):
-two `compare` runs of DBGorilla against a local fake OpenAI-compatible server — 1 and 3 epochs of the
-40-query sample, one model call per unit — and the difference of their counts over the 80 extra units, so
-start-up, loading and the report's fixed part cancel out. Counted in the run's own threads (the main thread
-and the unit threads; not the fake server's): Python function calls and builtin calls, among these the ones
-whose cost grows with their input (regular expression scans, pydantic validations and serializations), files
-opened, code compiled, regular expressions compiled and pydantic schemas built. The limits hold today's figures with headroom: a unit that
-starts reading back the run log, re-validating records or building schemas fails here, not in a claim
+"""What one more unit costs the harness, counted (not timed, so a loaded CI machine cannot make it flaky): two
+`compare` runs of DBGorilla against a local fake OpenAI-compatible server — 1 and 3 epochs of the 40-query sample,
+one model call per unit — and the difference of their counts over the 80 extra units, so start-up, loading and the
+report's fixed part cancel out. Counted in the run's own threads (the main thread and the unit threads; not the
+fake server's): Python function calls and builtin calls, among these the ones whose cost grows with their input
+(regular expression scans, pydantic validations and serializations), files opened, code compiled, regular
+expressions compiled and pydantic schemas built. The limits hold today's figures with headroom: a unit that starts
+reading back the run log, re-validating records or building schemas fails here, not in a claim
 (docs/PERFORMANCE.md: ~3 ms of CPU per unit on this workload)."""
 
 from __future__ import annotations
