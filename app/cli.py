@@ -427,11 +427,18 @@ def _write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Pa
     return run
 
 
+def _wider(width: int) -> Console:
+    """The output console, at least `width` columns wide (Rich never prints wider than its console)."""
+    if width <= output.width:
+        return output
+    return Console(file=output.file, width=width, force_terminal=output.is_terminal, color_system=output.color_system)
+
+
 def _print_whole(table: Table) -> None:
     """The comparison table with every name and number whole: wider than the terminal if it must be."""
     from ..reports.summary import table_width
 
-    output.print(table, width=max(output.width, table_width(table)), crop=False)
+    _wider(table_width(table)).print(table)
 
 
 def _spend_lines(run: RunLog) -> list[str]:
@@ -824,7 +831,7 @@ def _listing(title: str, columns: list[str], rows: list[list[str]], as_json: boo
     for row in rows:
         table.add_row(*row)
     if not output.is_terminal:  # a pipe or a file: rows as wide as they are
-        output.print(table, width=sum(widest) + 3 * len(columns) + 4)
+        _wider(sum(widest) + 3 * len(columns) + 4).print(table)
         return
     needed = sum(w for c, w in zip(columns, widest, strict=True) if c in WHOLE_COLUMNS) + 8 * len(columns)
     if needed > output.width:  # too narrow for a table that keeps every name whole: one line per row
