@@ -32,6 +32,9 @@ def test_listing_piped_through_cat_keeps_every_name_whole(command, key):
     words = {word.strip("│┃|") for line in piped.stdout.splitlines() for word in line.split()}
     assert [name for name in names if name not in words] == []
     assert "langgraph_plan_execute" in words or command != "systems"
+    if command == "systems":  # a row is one line, as wide as it is
+        described = [row["description"] for row in json.loads(runner.invoke(app, [command, "--json"]).output)]
+        assert all(description in piped.stdout for description in described)
 
 
 def test_listing_in_a_narrow_terminal_keeps_every_name_whole(monkeypatch):
