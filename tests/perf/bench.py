@@ -7,11 +7,16 @@ process (`--serve`: headers and body in one write, TCP_NODELAY, a listen backlog
 machine as the suite, so each is a ratio of two things measured under the same load:
 
 - harness overhead per model call: `MeteredModel.generate` through the runner's provider wrapper (request
-  keying, retries, deadline, trace step) minus a bare POST with the same httpx client, interleaved call by
+  keying, retries, deadline, trace step) minus a bare POST by the provider's own HTTP path (`post_json`, the
+  same httpx client), interleaved call by
   call, against a server that answers at once;
 - throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`) against a server that answers after
   200 ms, as a fraction of the ideal N / 0.2 s, and as a multiple of one task at a time (FDABench's
   reference harness runs tasks sequentially: the anchor);
+- the thread and the process executor on 5,000 units at 64 in flight (same server): units per second each;
+- the harness's CPU per unit: two DBGorilla runs through `compare` (1 and 5 epochs of 315 queries, 16 in flight,
+  a server answering in 1 ms), the difference of their CPU time over the difference of their units, so start-up,
+  loading and the report's fixed part cancel out (the best of two pairs);
 - a 10,000-unit DBGorilla run (315 queries × 32 epochs, the 40-query sample replicated under distinct ids)
   through the `compare` command: wall time, peak memory, size of the run directory;
 - `compare --help` and `compare score` on 2,520 DBGorilla predictions (beyond start-up);
@@ -163,6 +168,7 @@ def overhead(calls: int) -> dict[str, float]:
     from data_agent_compare.compare import Budgets, Message, ModelConfig, Trace
     from data_agent_compare.compare.model import MeteredModel, ModelRequest, ToolSpec
     from data_agent_compare.providers.cache import KeyedProvider
+    from data_agent_compare.providers.http_deadline import post_json
     from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
     from data_agent_compare.providers.openai_protocol import request_to_openai
 
@@ -176,7 +182,7 @@ def overhead(calls: int) -> dict[str, float]:
         direct, harness = [], []
         for index in range(calls + 50):  # the first 50 of each warm the connection and the code
             start = time.perf_counter()
-            reply = provider._client.post(url, json=body)
+            reply = post_json(provider._client, url, body, {})  # the provider's own HTTP path
             json.loads(reply.content)
             direct_s = time.perf_counter() - start
             trace = Trace(task_id="t", system="s", model="fake")
@@ -194,13 +200,16 @@ def overhead(calls: int) -> dict[str, float]:
         "overhead_median_ms": 1e3 * (statistics.median(harness) - statistics.median(direct)),
         "overhead_p99_ms": 1e3 * (percentile(harness, 99) - percentile(direct, 99)),
         "calls": calls,
+        "load": os.getloadavg()[0],
     }
 
 
 # ---------------------------------------------------------------- 2. throughput by calls in flight
 
 
-def run_units(base_url: str, queries: Path, out: Path, concurrency: int, units: int) -> tuple[float, float]:
+def run_units(
+    base_url: str, queries: Path, out: Path, concurrency: int, units: int, executor: str = "thread"
+) -> tuple[float, float]:
     """Wall time of `units` DBGorilla units through the runner (the CLI's path without its start-up), and the
     steady rate: units recorded per second from the first record to the last (the run's fixed start — git
     revision, manifest, the first wave's call — left out; the 10,000-unit run reports it in its wall time)."""
@@ -218,6 +227,7 @@ def run_units(base_url: str, queries: Path, out: Path, concurrency: int, units: 
         "limit": min(tasks, units),
         "epochs": epochs,
         "concurrency": concurrency,
+        "executor": executor,
         "out": str(out),
     }
     plan = plan_run(load_run_config(None, overrides))
@@ -261,6 +271,7 @@ def throughput(folder: Path, waves: int) -> list[dict[str, float]]:
             wall, rate = run_units(base_url, queries, folder / f"c{in_flight}", in_flight, units)
             bare = bare_calls(base_url, in_flight, waves)
             row = {"in_flight": in_flight, "units": units, "wall_s": wall, "units_per_s": rate, "bare_wall_s": bare}
+            row["load"] = os.getloadavg()[0]
             rows.append(row)
     for row in rows:
         ideal = row["in_flight"] / LATENCY_S
@@ -269,6 +280,51 @@ def throughput(folder: Path, waves: int) -> list[dict[str, float]]:
         row["bare_fraction_of_ideal"] = row["units"] / row["bare_wall_s"] / ideal
         row["vs_one_at_a_time"] = row["units_per_s"] / rows[0]["units_per_s"]
     return rows
+
+
+def executors(folder: Path, units: int, in_flight: int = 64) -> dict[str, float]:
+    """Units per second of the thread executor and of the process executor (one worker per core, each running
+    its share of the units in flight on threads), one after the other against the same server."""
+    queries = replicated_queries(folder, 315)
+    found: dict[str, float] = {"units": units, "in_flight": in_flight, "workers": os.cpu_count() or 1}
+    with fake_server(LATENCY_S) as base_url:
+        for executor in ("thread", "process"):
+            wall, rate = run_units(base_url, queries, folder / f"x-{executor}", in_flight, units, executor)
+            found |= {
+                f"{executor}_units_per_s": rate,
+                f"{executor}_wall_s": wall,
+                f"{executor}_load": os.getloadavg()[0],
+            }
+    found["speed_up"] = found["process_units_per_s"] / found["thread_units_per_s"]
+    return found
+
+
+def cpu_per_unit(folder: Path, pairs: int) -> dict[str, float]:
+    """CPU seconds of a `compare` process per extra unit: 1 and 5 epochs of 315 DBGorilla queries, 16 in flight,
+    a server answering in 1 ms; the least CPU of each size over `pairs` runs (the machine's load only adds)."""
+    queries = replicated_queries(folder, 315)
+    probe = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True);"
+    probe += " u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime)"
+    cpu: dict[int, list[float]] = {1: [], 5: []}
+    with fake_server(0.001) as base_url:
+        for index in range(pairs):
+            for epochs in cpu:
+                out = folder / f"cpu-{epochs}-{index}"
+                flags = ["--workflows", "tool_use", "--models", "openai-compatible:fake", "--base-url", base_url]
+                flags += ["--benchmark", "dbgorilla", "--tasks-path", str(queries), "--epochs", str(epochs)]
+                flags += ["--concurrency", "16", "--out", str(out)]
+                done = subprocess.run([sys.executable, "-c", probe, *compare_command(), *flags], capture_output=True)
+                if done.returncode != 0:
+                    raise RuntimeError(f"the CPU-per-unit run failed: {done.stderr[-2000:]!r}")
+                cpu[epochs].append(float(done.stdout.split()[-1]))
+                shutil.rmtree(out)
+    extra = 315 * 4
+    return {
+        "per_extra_unit_ms": 1e3 * (min(cpu[5]) - min(cpu[1])) / extra,
+        "whole_process_per_unit_ms": 1e3 * min(cpu[5]) / (315 * 5),
+        "pairs": pairs,
+        "load": os.getloadavg()[0],
+    }
 
 
 # ---------------------------------------------------------------- 3. a 10,000-unit run through `compare`
@@ -303,6 +359,7 @@ def big_run(folder: Path, epochs: int, concurrency: int) -> dict[str, float]:
         "run_dir_mib": dir_size(out) / 2**20,
         "files": sum(1 for p in out.rglob("*") if p.is_file()),
         "not_completed": sum(status != "completed" for status in statuses),
+        "load": os.getloadavg()[0],
     }
 
 
@@ -330,6 +387,7 @@ def startup_and_score(folder: Path, repeats: int) -> dict[str, float]:
         "help_s": statistics.median(help_),
         "score_s": statistics.median(scoring),
         "score_beyond_startup_s": statistics.median(scoring) - statistics.median(help_),
+        "load": os.getloadavg()[0],
     }
 
 
@@ -397,6 +455,7 @@ def local_model(repeats: int, max_tokens: int, threads: int) -> dict[str, float]
         "speed_ratio": direct_per_token / suite_per_token,
         "tokens": sum(n for _, n in ours),
         "threads": threads,
+        "load": os.getloadavg()[0],
     }
 
 
@@ -408,13 +467,13 @@ def verdict(met: bool) -> str:
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| measure | result | target | |", "|---|---|---|---|"]
+    lines = ["| measure | result | target | | load |", "|---|---|---|---|---|"]
     o = results.get("overhead")
     if o:
         lines.append(
             f"| harness overhead per model call, median (p99) | {o['overhead_median_ms']:.2f} ms "
             f"({o['overhead_p99_ms']:.2f} ms) over a bare POST of {o['direct_median_ms']:.2f} ms | < 1 ms median "
-            f"| {verdict(o['overhead_median_ms'] < 1)} |"
+            f"| {verdict(o['overhead_median_ms'] < 1)} | {o['load']:.1f} |"
         )
     targets = {64: 0.9, 256: 0.8}
     for row in results.get("throughput", []):
@@ -425,7 +484,22 @@ def table(results: dict[str, Any]) -> str:
             f"({row['whole_run_fraction_of_ideal']:.2f} with the run's start), {row['vs_one_at_a_time']:.1f}× one "
             f"task at a time; bare client and server alone: {row['bare_fraction_of_ideal']:.2f} of ideal "
             f"| {f'≥ {target}' if target else '–'} | "
-            f"{verdict(row['fraction_of_ideal'] >= target) if target else ''} |"
+            f"{verdict(row['fraction_of_ideal'] >= target) if target else ''} | {row['load']:.1f} |"
+        )
+    x = results.get("executors")
+    if x:
+        lines.append(
+            f"| process vs thread executor, {x['units']:,} units at {x['in_flight']} in flight (200 ms calls) | "
+            f"{x['process_units_per_s']:.0f} vs {x['thread_units_per_s']:.0f} units/s = {x['speed_up']:.2f}× "
+            f"({x['workers']} workers, one per core) | > 1× on {x['workers']} cores | {verdict(x['speed_up'] > 1)} "
+            f"| {x['thread_load']:.1f}, {x['process_load']:.1f} |"
+        )
+    c = results.get("cpu_per_unit")
+    if c:
+        lines.append(
+            f"| harness CPU per DBGorilla unit (1 call, 16 in flight, 1 ms server): 5- minus 1-epoch run | "
+            f"{c['per_extra_unit_ms']:.2f} ms per extra unit ({c['whole_process_per_unit_ms']:.2f} ms over the "
+            f"whole 1,575-unit process) | ≤ 3 ms | {verdict(c['per_extra_unit_ms'] <= 3)} | {c['load']:.1f} |"
         )
     b = results.get("big_run")
     if b:
@@ -434,17 +508,18 @@ def table(results: dict[str, Any]) -> str:
             f"{b['wall_s']:.0f} s wall ({b['run_s']:.0f} s in the run, {b['fraction_of_ideal']:.2f} of ideal), "
             f"peak {b['peak_rss_mib']:.0f} MiB, run directory {b['run_dir_mib']:.0f} MiB in {b['files']:,} files, "
             f"{b['not_completed']} unit(s) not completed "
-            f"| < 1 GiB | {verdict(b['peak_rss_mib'] < 1024)} |"
+            f"| < 1 GiB | {verdict(b['peak_rss_mib'] < 1024)} | {b['load']:.1f} |"
         )
     s = results.get("startup")
     if s:
         lines.append(
             f"| `compare --help` | {s['help_s']:.2f} s ({s['help_s'] / s['python_s']:.1f}× a bare "
-            f"`python -c pass`, {s['python_s']:.2f} s) | < 0.5 s | {verdict(s['help_s'] < 0.5)} |"
+            f"`python -c pass`, {s['python_s']:.2f} s) | < 0.5 s | {verdict(s['help_s'] < 0.5)} | {s['load']:.1f} |"
         )
         lines.append(
             f"| `compare score`, 2,520 DBGorilla predictions, beyond start-up | {s['score_beyond_startup_s']:.2f} s "
-            f"({s['score_s']:.2f} s in all) | < 0.5 s | {verdict(s['score_beyond_startup_s'] < 0.5)} |"
+            f"({s['score_s']:.2f} s in all) | < 0.5 s | {verdict(s['score_beyond_startup_s'] < 0.5)} "
+            f"| {s['load']:.1f} |"
         )
     m = results.get("local_model")
     if m:
@@ -452,13 +527,14 @@ def table(results: dict[str, Any]) -> str:
             f"| embedded model, decode+sample through the suite vs llama-cpp-python directly (same grammar) | "
             f"{m['speed_ratio']:.2f}× its speed ({m['suite_ms_per_token']:.0f} vs {m['direct_ms_per_token']:.0f} "
             f"ms/token over {m['tokens']} tokens, {m['threads']} thread) | ≥ 0.95 "
-            f"| {verdict(m['speed_ratio'] >= 0.95)} |"
+            f"| {verdict(m['speed_ratio'] >= 0.95)} | {m['load']:.1f} |"
         )
     machine = results["machine"]
     lines += [
         "",
         f"Measured {machine['date']} by `tests/perf/bench.py` on {machine['cores']} cores, {machine['python']}, "
-        f"load average {machine['load_before']} before and {machine['load_after']} after ({machine['seconds']:.0f} s). "
+        f"load average {machine['load_before']} before and {machine['load_after']} after ({machine['seconds']:.0f} s); "
+        "the load column is the 1-minute load average when each figure was taken. "
         f"{machine['note']}",
     ]
     return "\n".join(lines)
@@ -493,6 +569,8 @@ def main() -> None:
             ("startup", lambda: startup_and_score(folder, 3 if args.quick else 5)),
             ("overhead", lambda: overhead(200 if args.quick else 2000)),
             ("throughput", lambda: throughput(folder, 2 if args.quick else WAVES)),
+            ("executors", lambda: executors(folder, 512 if args.quick else 5000)),
+            ("cpu_per_unit", lambda: cpu_per_unit(folder, 1 if args.quick else 2)),
             ("big_run", lambda: big_run(folder, 2 if args.quick else 32, 64)),
         ]
         if not args.skip_local_model:
