@@ -8,8 +8,7 @@ machine as the suite, so each is a ratio of two things measured under the same l
 
 - harness overhead per model call: `MeteredModel.generate` through the runner's provider wrapper (request
   keying, retries, deadline, trace step) minus a bare POST by the provider's own HTTP path (`post_json`, the
-  same httpx client), interleaved call by
-  call, against a server that answers at once;
+  same httpx client), interleaved call by call, against a server that answers at once;
 - throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`) against a server that answers after
   200 ms, as a fraction of the ideal N / 0.2 s, and as a multiple of one task at a time (FDABench's
   reference harness runs tasks sequentially: the anchor);
