@@ -35,14 +35,18 @@ import contextlib
 import csv
 import io
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -620,6 +624,96 @@ BACKENDS: dict[DataSourceKind, type[Database]] = {
 WORKER_KINDS = {DataSourceKind.DUCKDB}
 
 
+WORKER_GRACE_S = 15.0  # beyond the query timeout, before a silent worker is killed
+CRASHED = (
+    "the query ended the database's worker process (it needed more memory than a query may use); "
+    "the database was reopened: aggregate, select fewer columns or add a LIMIT"
+)
+
+
+class WorkerDatabase(Database):
+    """The backend of `source.kind` (BACKENDS) in a worker process; same interface, same errors."""
+
+    def __init__(self, source: DataSource, base_dir: Path | None, timeout_s: float) -> None:
+        super().__init__(source, base_dir, timeout_s)
+        self.kind = source.kind
+        # resolved here: a missing file is the caller's DataUnavailable, before any process starts
+        self._source = source.model_copy(update={"location": str(database_file(source, base_dir))})
+        self._process: subprocess.Popen[bytes] | None = None
+        self._requests: Connection | None = None
+        self._replies: Connection | None = None
+        self._start()
+
+    def _start(self) -> None:
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        module = f"{__package__}.sql_worker"  # its child side, started by name
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", module, str(requests_read), str(replies_write), str(os.getpid())],
+                pass_fds=(requests_read, replies_write),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches the runner, which closes the worker
+            )
+        finally:
+            os.close(requests_read)
+            os.close(replies_write)
+        self._requests = Connection(requests_write, readable=False)
+        self._replies = Connection(replies_read, writable=False)
+        self._call("open", self._source, None, self.timeout_s)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        assert self._requests is not None and self._replies is not None
+        try:
+            self._requests.send((method, args))
+            if not self._replies.poll(self.timeout_s + WORKER_GRACE_S):
+                self._stop()
+                raise self._timed_out()
+            kind, value = self._replies.recv()
+        except (EOFError, OSError) as error:  # the worker died (its memory limit, a crash)
+            self._stop()
+            if method == "open":
+                raise ToolError(f"database {self.name!r}: its worker process failed to start") from error
+            self._start()
+            raise ToolError(f"refused: {CRASHED}") from error
+        if kind == "error":
+            raise value
+        return value
+
+    def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
+        result: QueryResult = self._call("query", sql, max_rows, max_bytes)
+        return result
+
+    def tables(self) -> list[TableInfo]:
+        tables: list[TableInfo] = self._call("tables")
+        return tables
+
+    def columns(self, table: TableInfo) -> list[tuple[str, str]]:
+        columns: list[tuple[str, str]] = self._call("columns", table)
+        return columns
+
+    def quote(self, name: str) -> str:
+        quoted: str = self._call("quote", name)
+        return quoted
+
+    def close(self) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        for connection in (self._requests, self._replies):
+            if connection is not None:
+                connection.close()  # EOF: the worker ends
+        self._requests = self._replies = None
+        process, self._process = self._process, None
+        if process is not None:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 class Databases:
     """The task's logical databases by name, shared by the schema and SQL tools."""
 
@@ -636,8 +730,6 @@ class Databases:
     def _open(self, source: DataSource, base_dir: Path | None) -> Database:
         backend = BACKENDS.get(source.kind)
         if backend is not None and source.kind in WORKER_KINDS:
-            from .sql_worker import WorkerDatabase  # it imports this module
-
             return WorkerDatabase(source, base_dir, self.settings.sql_timeout_s)
         if backend is None:
             raise ToolError(f"data source {source.name!r}: {source.kind} databases are not supported")
