@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import email.utils
+import functools
 import json
 import re
 import ssl
@@ -132,7 +133,7 @@ def post_json(client: httpx.Client, url: str, body: object, headers: dict[str, s
     request goes through the transport the client picks for the URL (a proxy from the environment
     included), with the client's default headers; errors are httpx's, as from `post`."""
     payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    request = httpx.Request("POST", url, content=payload, headers={**client.headers, **headers, **_JSON})
+    request = httpx.Request("POST", _parsed(url), content=payload, headers={**_json_headers(client), **headers})
     response = client._transport_for_url(request.url).handle_request(request)
     response.request = request
     try:
@@ -142,7 +143,16 @@ def post_json(client: httpx.Client, url: str, body: object, headers: dict[str, s
     return response
 
 
-_JSON = {"Content-Type": "application/json"}
+@functools.lru_cache(maxsize=256)
+def _parsed(url: str) -> httpx.URL:
+    """The URL parsed once: httpx parses a string on every request."""
+    return httpx.URL(url)
+
+
+@functools.lru_cache(maxsize=16)
+def _json_headers(client: httpx.Client) -> dict[str, str]:
+    """The client's default headers (User-Agent, Accept-Encoding, ...) and the JSON content type, once per client."""
+    return {**client.headers, "Content-Type": "application/json"}
 
 
 # ---------------------------------------------------------------- classifying failures
