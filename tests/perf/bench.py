@@ -12,7 +12,8 @@ machine as the suite, so each is a ratio of two things measured under the same l
 - throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`) against a server that answers after
   200 ms, as a fraction of the ideal N / 0.2 s, and as a multiple of one task at a time (FDABench's
   reference harness runs tasks sequentially: the anchor);
-- the thread and the process executor on 5,000 units at 64 in flight (same server): units per second each;
+- the thread and the process executor on 5,000 units at 64 and at 256 in flight (same server): units per second
+  each;
 - the harness's CPU per unit: two DBGorilla runs through `compare` (1 and 5 epochs of 315 queries, 16 in flight,
   a server answering in 1 ms), the difference of their CPU time over the difference of their units, so start-up,
   loading and the report's fixed part cancel out (the best of two pairs);
@@ -485,8 +486,7 @@ def table(results: dict[str, Any]) -> str:
             f"| {f'≥ {target}' if target else '–'} | "
             f"{verdict(row['fraction_of_ideal'] >= target) if target else ''} | {row['load']:.1f} |"
         )
-    x = results.get("executors")
-    if x:
+    for x in results.get("executors", []):
         lines.append(
             f"| process vs thread executor, {x['units']:,} units at {x['in_flight']} in flight (200 ms calls) | "
             f"{x['process_units_per_s']:.0f} vs {x['thread_units_per_s']:.0f} units/s = {x['speed_up']:.2f}× "
@@ -568,7 +568,7 @@ def main() -> None:
             ("startup", lambda: startup_and_score(folder, 3 if args.quick else 5)),
             ("overhead", lambda: overhead(200 if args.quick else 2000)),
             ("throughput", lambda: throughput(folder, 2 if args.quick else WAVES)),
-            ("executors", lambda: executors(folder, 512 if args.quick else 5000)),
+            ("executors", lambda: [executors(folder, 512 if args.quick else 5000, n) for n in (64, 256)]),
             ("cpu_per_unit", lambda: cpu_per_unit(folder, 1 if args.quick else 2)),
             ("big_run", lambda: big_run(folder, 2 if args.quick else 32, 64)),
         ]
