@@ -489,7 +489,9 @@ def table(results: dict[str, Any]) -> str:
     for x in results.get("executors", []):
         lines.append(
             f"| process vs thread executor, {x['units']:,} units at {x['in_flight']} in flight (200 ms calls) | "
-            f"{x['process_units_per_s']:.0f} vs {x['thread_units_per_s']:.0f} units/s = {x['speed_up']:.2f}× "
+            f"{x['process_units_per_s']:.0f} vs {x['thread_units_per_s']:.0f} units/s "
+            f"({x['process_units_per_s'] * LATENCY_S / x['in_flight']:.2f} vs "
+            f"{x['thread_units_per_s'] * LATENCY_S / x['in_flight']:.2f} of ideal) = {x['speed_up']:.2f}× "
             f"({x['workers']} workers, one per core) | > 1× on {x['workers']} cores | {verdict(x['speed_up'] > 1)} "
             f"| {x['thread_load']:.1f}, {x['process_load']:.1f} |"
         )
