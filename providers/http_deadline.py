@@ -124,6 +124,8 @@ def deadline_client(**options: typing.Any) -> httpx.Client:
         if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
             raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
         pool._network_backend = _DeadlineBackend()
+    if not callable(getattr(client, "_transport_for_url", None)):  # `post_json` sends through it
+        raise RuntimeError("httpx's client changed: no _transport_for_url to send a request through")
     return client
 
 
