@@ -289,7 +289,7 @@ def executors(folder: Path, units: int, in_flight: int = 64) -> dict[str, float]
     found: dict[str, float] = {"units": units, "in_flight": in_flight, "workers": os.cpu_count() or 1}
     with fake_server(LATENCY_S) as base_url:
         for executor in ("thread", "process"):
-            wall, rate = run_units(base_url, queries, folder / f"x-{executor}", in_flight, units, executor)
+            wall, rate = run_units(base_url, queries, folder / f"x-{executor}-{in_flight}", in_flight, units, executor)
             found |= {
                 f"{executor}_units_per_s": rate,
                 f"{executor}_wall_s": wall,
