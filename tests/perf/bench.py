@@ -495,12 +495,13 @@ def table(results: dict[str, Any]) -> str:
             f"{verdict(row['fraction_of_ideal'] >= target) if target else ''} | {row['load']:.1f} |"
         )
     for x in results.get("executors", []):
+        ideal = x["in_flight"] / x["latency_s"]
+        of_ideal = f"({x['process_units_per_s'] / ideal:.2f} vs {x['thread_units_per_s'] / ideal:.2f} of ideal) "
         lines.append(
             f"| process vs thread executor, {x['units']:,} units at {x['in_flight']} in flight "
             f"({x['latency_s'] * 1000:.0f} ms calls) | {x['process_units_per_s']:.0f} vs "
-            f"{x['thread_units_per_s']:.0f} units/s "
-            f"({x['process_units_per_s'] * x['latency_s'] / x['in_flight']:.2f} vs "
-            f"{x['thread_units_per_s'] * x['latency_s'] / x['in_flight']:.2f} of ideal) = {x['speed_up']:.2f}× "
+            f"{x['thread_units_per_s']:.0f} units/s {of_ideal if x['latency_s'] >= 0.1 else ''}"
+            f"= {x['speed_up']:.2f}× "
             f"({x['workers']} workers, one per core) | > 1× on {x['workers']} cores | {verdict(x['speed_up'] > 1)} "
             f"| {x['thread_load']:.1f}, {x['process_load']:.1f} |"
         )
