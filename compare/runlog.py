@@ -532,11 +532,12 @@ class RunLogWriter:
         _mend_last_line(self.run_dir / CALLS_FILE)
         self._results = path.open("a", encoding="utf-8")
         self._calls: Any = None  # opened on the first model call
+        self._calls_lock = threading.Lock()  # its own: a unit's journal line never waits for a trace being written
         self._folders: set[Path] = set()  # trace folders made: one mkdir per folder, not per trace
 
     def spent(self, call: SpentCall) -> None:
         """Journal one model call (or the calls in flight) of a unit's attempt."""
-        with self._lock:
+        with self._calls_lock:
             if self._calls is None:
                 self._calls = (self.run_dir / CALLS_FILE).open("a", encoding="utf-8")
             self._calls.write(call.model_dump_json(exclude_defaults=True) + "\n")
