@@ -9,7 +9,8 @@ Run it against other code with PYTHONPATH pointing at that package (the `compare
 
 - dbgorilla: 315 queries (the 40-query sample replicated), bench.py's server: one call per unit.
 - bundled: the 37 bundled tasks, `tool_use`; a stateless server that looks at the request: `--script answer`
-  calls `answer` with {"answer": "A"} (["A"] where the tool takes a list) at once (one model call + the answer tool per unit); `--script sql`
+  calls `answer` with {"answer": "A"} (["A"] where the tool takes a list) at once (one model call + the answer
+  tool per unit); `--script sql`
   first calls `execute_sql` (`SELECT 1`) when the tool is offered and no tool result is in the messages yet,
   then `answer` (two model calls + two tools per unit).
 """
@@ -23,16 +24,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
 
 def completion(name: str, arguments: dict[str, Any]) -> bytes:
-    call = {"index": 0, "id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    call = {"index": 0, "id": f"call_{name}", "type": "function", "function": function}
     message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
     return json.dumps({
         "id": "gen-bench", "object": "chat.completion", "created": 1732300000, "model": "fake",

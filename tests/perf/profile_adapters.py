@@ -31,6 +31,7 @@ def run(system: str, repeats: int) -> None:
     from measure_adapters import respond
 
     from data_agent_compare.compare import QuestionType
+
     from helpers import load_tasks, run_task, scripted_provider
 
     task = next(t for t in load_tasks("bundled") if t.question_type == QuestionType.SINGLE_CHOICE)
@@ -38,7 +39,7 @@ def run(system: str, repeats: int) -> None:
     with scripted_provider() as install, tempfile.TemporaryDirectory() as folder:
         model = install(respond)
         for repeat in range(repeats):
-            record, trace, _ = run_task(Path(folder) / f"{system}-{repeat}", model, task, system)
+            record, _trace, _ = run_task(Path(folder) / f"{system}-{repeat}", model, task, system)
             assert record["status"] == "completed", record["error"]
             calls += record["model_calls"]
     print(f"{system}: {repeats} runs, {calls} model calls")
