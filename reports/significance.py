@@ -15,6 +15,7 @@ from statistics import NormalDist, stdev
 
 from ..compare.runlog import ResultRecord
 from .cells import Cell, ReportTable, label, plain
+from .costs import cost_per_task
 from .runs import ReportData
 from .summary import PairRow, SummaryRow, comparisons, correctness, judged, pairwise, per_task
 
@@ -61,10 +62,6 @@ def shared_accuracy(data: ReportData) -> tuple[int, dict[str, float]]:
     if not common:
         return 0, {}
     return len(common), {name: sum(v[t] for t in common) / len(common) for name, v in verdicts.items()}
-
-
-def cost_per_task(row: SummaryRow) -> float:
-    return row.total_cost_usd / max(1, row.tasks - row.unavailable)
 
 
 def top_rows(data: ReportData, limit: int = TOP_SYSTEMS) -> list[str]:

@@ -479,15 +479,15 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
     misses = sum(r.replay_misses for r in rows)
     if misses:
         lines.append(f"- {misses} replay miss(es) (requests the recorded run never made): not in the quality means.")
-    if scoring:
-        undecided = sum(r.undecided for r in rows)
+    undecided = sum(r.undecided for r in rows)
+    if scoring and undecided:
+        lines.append(
+            f"- {scoring} record(s) had a scorer fail, see scoring_error: {undecided} of them could not be checked "
+            "(a validator crashed or ran out of time) and have no verdict, so they are not in its mean (n "
+            "shows it); the others' metrics count as failures (0)."
+        )
+    elif scoring:
         lines.append(f"- {scoring} record(s) had a scorer fail: its metrics count as failures (0), see scoring_error.")
-        if undecided:
-            lines[-1] = (
-                f"- {scoring} record(s) had a scorer fail, see scoring_error: {undecided} of them could not be checked "
-                "(a validator crashed or ran out of time) and have no verdict, so they are not in its mean (n "
-                "shows it); the others' metrics count as failures (0)."
-            )
     return lines
 
 
