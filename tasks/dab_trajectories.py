@@ -34,11 +34,11 @@ from typing import Any
 
 from ..compare.task import Answer, AnswerStatus, ToolCall
 from ..compare.trace import ModelCallStep, PhaseRules, ToolCallStep, Trace, Usage
-from ..tools.dab import DAB_TOOL_NAMES
+from ..tools.dab import DAB_TOOL_NAMES, ReturnAnswerTool
 
 FINAL_FILE, LLM_FILE, TOOL_FILE = "final_agent.json", "llm_calls.jsonl", "tool_calls.jsonl"
 RUN_PATH = re.compile(r"query_(?P<dataset>[^/]+)/query(?P<query>\d+)/data_agent/run_(?P<run>\d+)$")
-ANSWER_TOOL = "return_answer"
+ANSWER_TOOL = ReturnAnswerTool.name
 STATUSES: dict[str, AnswerStatus] = {
     "return_answer": "completed",
     "no_tool_call": "no_tool_call",
