@@ -20,7 +20,7 @@ from pathlib import Path
 from ..compare import __version__
 from ..compare.benchmark import Benchmark
 from ..compare.model import ModelConfig
-from ..compare.runlog import Manifest, ResultRecord, RunLogWriter, ToolCallSummary
+from ..compare.runlog import Manifest, ResultRecord, RunLogWriter, record_of, trace_path
 from ..compare.scorer import score
 from ..compare.task import Task
 from ..compare.trace import Budgets, utc_now
@@ -84,29 +84,19 @@ def _record(trial: Trial, task: Task | None, scorers: tuple[str, ...]) -> Result
     if task is not None:
         sheet = score(task, answer, trace, scorers)
         scores, scoring_error = dict(sheet.scores), sheet.error
-    model = trial.model.replace("/", "_")
-    suffix = "" if trial.epoch == 1 else f".e{trial.epoch}"
-    return ResultRecord(
+    return record_of(
+        trace,
+        answer,
+        task,
         task_id=trial.task_id,
         benchmark="dab",
         system=trace.system,
         model=trial.model,
         epoch=trial.epoch,
         question_type="factoid",
-        level=task.level if task else None,
-        status=answer.status,
-        error=answer.error,
-        answer=answer.model_dump(exclude={"status", "error"}, exclude_none=True, mode="json"),
-        question=task.question if task else None,
-        data_sources=[f"{s.name} ({s.kind.value})" for s in task.data] if task else [],
         scores=scores,
         scoring_error=scoring_error,
-        usage=trace.usage(),
-        latency_s=trace.wall_time_s,
-        latency_by_phase=trace.by_phase(),
-        model_calls=len(trace.model_calls),
-        tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
-        trace_file=str(Path("traces") / trace.system / model / f"{trial.task_id.replace('/', '_')}{suffix}.json"),
+        trace_file=trace_path(trace.system, trial.model, trial.task_id, trial.epoch),
     )
 
 

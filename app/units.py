@@ -34,8 +34,9 @@ from ..compare.model import (
 from ..compare.runlog import (
     ResultRecord,
     SpentCall,
-    ToolCallSummary,
     UnitKey,
+    record_of,
+    trace_path,
 )
 from ..compare.scorer import score
 from ..compare.system import System
@@ -74,9 +75,7 @@ class Unit:
 
     @property
     def trace_file(self) -> str:
-        suffix = "" if self.epoch == 1 else f".e{self.epoch}"
-        model = self.model.alias.replace("/", "_")
-        return str(Path("traces") / self.system / model / f"{self.task.id.replace('/', '_')}{suffix}.json")
+        return trace_path(self.system, self.model.alias, self.task.id, self.epoch)
 
 
 @dataclass
@@ -403,37 +402,20 @@ def _result_record(
     scoring_error: str | None,
     judge_trace: Trace | None,
 ) -> ResultRecord:
-    task = unit.task
-    return ResultRecord(
-        task_id=task.id,
-        benchmark=task.benchmark,
+    return record_of(
+        trace,
+        answer,
+        unit.task,
+        task_id=unit.task.id,
+        benchmark=unit.task.benchmark,
         system=unit.system,
         model=unit.model.alias,
         epoch=unit.epoch,
-        question_type=task.question_type.value,
-        level=task.level,
-        status=answer.status,
-        error=answer.error.splitlines()[0] if answer.error else None,
-        answer=answer.model_dump(exclude={"status", "error"}, exclude_none=True, mode="json"),
-        gold=task.gold.answer if task.gold else None,
-        question=task.question,
-        data_sources=[f"{source.name} ({source.kind.value})" for source in task.data],
         scores=scores,
         scoring_error=scoring_error,
-        usage=trace.usage(),
-        latency_s=trace.wall_time_s,
-        setup_s=trace.setup_s,
-        latency_by_phase=trace.by_phase(),
-        model_calls=len(trace.model_calls),
-        retries=trace.retries(),
-        backoff_s=trace.backoff_s(),
-        provider_errors=trace.provider_errors(),
-        tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
         trace_file=unit.trace_file,
-        warnings=trace.warnings,
         judge_usage=judge_trace.usage() if judge_trace else None,
         judge_trace_file=unit.trace_file.removesuffix(".json") + ".judge.json" if judge_trace else None,
-        generation_asked=trace.generation_asked(),
     )
 
 

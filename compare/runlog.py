@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from .model import ModelConfig
-from .task import AnswerStatus
+from .task import Answer, AnswerStatus, Task
 from .trace import Budgets, PhaseTotals, RunWarning, Trace, Usage, utc_now
 
 # 1: the untyped log (no schema_version); 2: typed, versioned; 3: the manifest records what a run depends on
@@ -257,6 +257,44 @@ class ResultRecord(BaseModel):
     @property
     def key(self) -> UnitKey:
         return (self.task_id, self.system, self.model, self.epoch)
+
+
+def trace_path(system: str, model: str, task_id: str, epoch: int) -> str:
+    """Where a unit's trace lives in its run directory (relative): `traces/<system>/<model>/<task>[.eN].json`."""
+    suffix = "" if epoch == 1 else f".e{epoch}"
+    return str(Path("traces") / system / model.replace("/", "_") / f"{task_id.replace('/', '_')}{suffix}.json")
+
+
+def record_of(trace: Trace, answer: Answer, task: Task | None, **fields: Any) -> ResultRecord:
+    """The result record of one unit: what the trace and the answer say, the task's description (when the
+    task is known), and `fields` (identity, scores, files; they win over the others); one place for the
+    runner and the importers."""
+    described: dict[str, Any] = {}
+    if task is not None:
+        described = {
+            "question_type": task.question_type.value,
+            "level": task.level,
+            "gold": task.gold.answer if task.gold else None,
+            "question": task.question,
+            "data_sources": [f"{source.name} ({source.kind.value})" for source in task.data],
+        }
+    measured: dict[str, Any] = dict(
+        status=answer.status,
+        error=answer.error.splitlines()[0] if answer.error else None,
+        answer=answer.model_dump(exclude={"status", "error"}, exclude_none=True, mode="json"),
+        usage=trace.usage(),
+        latency_s=trace.wall_time_s,
+        setup_s=trace.setup_s,
+        latency_by_phase=trace.by_phase(),
+        model_calls=len(trace.model_calls),
+        retries=trace.retries(),
+        backoff_s=trace.backoff_s(),
+        provider_errors=trace.provider_errors(),
+        tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
+        warnings=trace.warnings,
+        generation_asked=trace.generation_asked(),
+    )
+    return ResultRecord(**{**measured, **described, **fields})
 
 
 class SpentCall(BaseModel):
