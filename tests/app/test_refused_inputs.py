@@ -138,13 +138,14 @@ def test_an_out_that_is_a_file_is_refused_without_suggesting_resume(tmp_path):
 @pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv to read as an unprivileged user")
 def test_an_unreadable_dabstep_context_file_is_flagged_by_compare_tasks(tmp_path):
     if os.geteuid() != 0:
-        pytest.skip("runs `compare tasks` as another user: needs root")
-    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"unreadable-context-{os.getpid()}"
-    shutil.copytree(FIXTURES / "dabstep", folder, dirs_exist_ok=True)
+        pytest.skip("runs `compare tasks` as root without its right to read any file: needs root")
+    folder = tmp_path / "dabstep"
+    shutil.copytree(FIXTURES / "dabstep", folder)
     try:
-        folder.chmod(0o755)
-        (folder / "fees.json").chmod(0o000)  # the root running the tests reads it anyway; nobody cannot
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+        (folder / "fees.json").chmod(0o000)
+        # Root reads a mode-000 file anyway: `compare tasks` runs without the capabilities that let it (still
+        # root, so a checkout in a private folder, such as mktemp's, stays importable).
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
                    "data_agent_compare.app", "tasks", "--benchmark", "dabstep", "--path", str(folder)]  # fmt: skip
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     finally:
