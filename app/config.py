@@ -26,6 +26,7 @@ from ..compare.limits import RateLimit
 from ..compare.model import PROVIDERS, GenerationSettings, ModelConfig, RetrySettings
 from ..compare.registry import RegistryError
 from ..compare.runlog import redact_credentials, register_secret
+from ..compare.safe_load import DocumentTooComplex, load_yaml
 from ..compare.task import Task
 from ..compare.tool import ToolSettings
 from ..compare.trace import Budgets
@@ -102,7 +103,9 @@ def read_yaml(path: Path | None = None, *, shipped: str | None = None) -> dict[s
     source = str(path) if path is not None else f"configs/{shipped}"
     try:
         text = path.read_text(encoding="utf-8") if path is not None else config_text(str(shipped))
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except DocumentTooComplex as bad:
+        raise ConfigError(f"{source}: refused: {bad}") from None
     except FileNotFoundError as missing:
         raise ConfigError(f"config file not found: {source}") from missing
     except UnicodeDecodeError as bad:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 
 from ..compare.benchmark import Benchmark, BenchmarkError, TaskLoadError
+from ..compare.safe_load import DocumentTooComplex, load_yaml
 from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
 from ..compare.tool import Tool, ToolSettings
 from ..evaluators.dab import leaderboard_pass_at_k, pass_at_k_table
@@ -153,7 +154,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise TaskLoadError(path, None, None, "file not found")
     try:
-        config = yaml.safe_load(read_text(path))
+        config = load_yaml(read_text(path))
+    except DocumentTooComplex as error:
+        raise TaskLoadError(path, None, None, f"refused: {error}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise TaskLoadError(path, mark.line + 1 if mark else None, None, f"invalid YAML: {error}") from error

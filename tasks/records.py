@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..compare.benchmark import TaskLoadError, TaskLoadErrors
+from ..compare.safe_load import DocumentTooComplex, load_json
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -35,9 +36,11 @@ def collect(records: Iterable[R], parse: Callable[[R], T]) -> list[T]:
 def json_object(path: str | Path, line: int, text: str) -> dict[str, Any]:
     """One JSON Lines record, which must be an object; a TaskLoadError naming the line otherwise."""
     try:
-        record = json.loads(text)
+        record = load_json(text)
     except json.JSONDecodeError as error:
         raise TaskLoadError(path, line, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    except DocumentTooComplex as error:
+        raise TaskLoadError(path, line, None, f"refused: {error}") from None
     if not isinstance(record, dict):
         raise TaskLoadError(path, line, None, f"expected a JSON object, got {type(record).__name__}")
     return record
@@ -72,9 +75,11 @@ def read_json(path: str | Path) -> Any:
     """A whole JSON file; a TaskLoadError naming the file (and line) when it is missing or invalid."""
     path = Path(path)
     try:
-        return json.loads(read_text(path))
+        return load_json(read_text(path))
     except json.JSONDecodeError as error:
         raise TaskLoadError(path, error.lineno, None, f"invalid JSON: {error.msg} (column {error.colno})") from error
+    except DocumentTooComplex as error:
+        raise TaskLoadError(path, None, None, f"refused: {error}") from None
 
 
 LFS_MAGIC = b"version https://git-lfs"
