@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import glob
 import hashlib
 import json
@@ -50,18 +49,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from ..compare.task import DataSource, DataSourceKind, Task
+from .pg_dump import DumpReader, DumpRefused, Statement
 
 log = logging.getLogger(__name__)
 
 VERSION_DIRS = "/usr/lib/postgresql/*/bin"  # Debian/Ubuntu layout, one folder per major version
-CLUSTER_PROGRAMS = ("initdb", "postgres", "psql")
+CLUSTER_PROGRAMS = ("initdb", "postgres")
 INSTALL_HINT = (
     "install the PostgreSQL server binaries (Debian/Ubuntu: `apt-get install postgresql`) "
     "or pass --postgres-url postgresql://USER:PASSWORD@HOST:PORT/postgres naming a server to restore into"
@@ -88,17 +88,31 @@ READER_SETTINGS = {
     "temp_file_limit": "1GB",
 }
 READER_COMMENT = "data-agent-compare reader of the run "  # COMMENT ON ROLE, + the owner tag
-# Predefined roles a reader must not hold: each reads or runs something beyond the restored tables.
-FORBIDDEN_ROLES = (
-    "pg_read_all_data",
-    "pg_write_all_data",
-    "pg_read_server_files",
-    "pg_write_server_files",
-    "pg_execute_server_program",
-    "pg_read_all_settings",
-    "pg_read_all_stats",
-)
-FORBIDDEN_FUNCTIONS = ("pg_read_file(text)", "pg_read_binary_file(text)", "lo_import(text)", "pg_ls_dir(text)")
+# What makes a role unfit to run agent queries, checked in every database it reads
+# (`reader_problems`): membership, by any path and INHERIT or not (it can SET ROLE), of a role
+# with any of these attributes or of any predefined pg_* role (each reads or runs something
+# beyond the restored tables, or signals or watches other sessions).
+PRIVILEGED_ATTRIBUTES = ("rolsuper", "rolcreaterole", "rolcreatedb", "rolreplication", "rolbypassrls")
+# Functions that read or list server files, import or export large objects, signal or watch other
+# sessions, or administer the server. Some run for PUBLIC by default (pg_terminate_backend ends
+# the backends of the caller's own role: every unit of a run shares the reader role);
+# `lock_down` revokes those in each restored database, the check refuses any left.
+ADMIN_FUNCTIONS = (
+    "pg_read_file", "pg_read_binary_file", "pg_stat_file", "pg_ls_dir", "pg_ls_logdir", "pg_ls_waldir",
+    "pg_ls_tmpdir", "pg_ls_archive_statusdir", "pg_ls_logicalsnapdir", "pg_ls_logicalmapdir",
+    "pg_ls_replslotdir", "lo_import", "lo_export", "pg_file_write", "pg_file_rename", "pg_file_unlink",
+    "pg_logdir_ls", "dblink_connect_u", "pg_reload_conf", "pg_rotate_logfile", "pg_promote", "pg_switch_wal",
+    "pg_backup_start", "pg_backup_stop", "pg_create_restore_point", "pg_log_backend_memory_contexts",
+    "pg_create_physical_replication_slot", "pg_create_logical_replication_slot", "pg_drop_replication_slot",
+)  # fmt: skip
+SESSION_FUNCTIONS = (
+    "pg_terminate_backend", "pg_cancel_backend", "pg_stat_get_activity", "pg_stat_get_backend_activity",
+    "pg_stat_get_backend_pid", "pg_stat_get_backend_idset", "pg_stat_get_backend_userid",
+    "pg_stat_get_backend_dbid", "pg_blocking_pids", "pg_safe_snapshot_blocking_pids", "pg_lock_status",
+)  # fmt: skip
+SESSION_VIEWS = ("pg_stat_activity", "pg_locks")  # show other sessions' pids and queries
+READER_CONNECTION_LIMIT = 32  # sessions of the reader role at once (each unit opens one per database)
+BACKEND_MEMORY_MB = 1024  # address space of each server process of a cluster the suite starts
 
 # Runs the server as its child (argv[1]: JSON config). Stops it with a fast shutdown and deletes
 # the cluster folder on "stop", on EOF, on SIGTERM, or once the runner (config "parent") is gone.
@@ -106,7 +120,7 @@ FORBIDDEN_FUNCTIONS = ("pg_read_file(text)", "pg_read_binary_file(text)", "lo_im
 # it ends, so the parent is checked rather than trusted. The server itself gets SIGQUIT
 # (immediate shutdown) should the supervisor die.
 SUPERVISOR = r"""
-import ctypes, json, os, select, shutil, signal, subprocess, sys
+import ctypes, json, os, resource, select, shutil, signal, subprocess, sys
 config = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
@@ -118,7 +132,10 @@ with open(config["log"], "ab") as log:
     server = subprocess.Popen(
         config["command"], cwd=config["folder"], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
         user=user and user[0], group=user and user[1], extra_groups=[] if user else None,
-        preexec_fn=lambda: libc.prctl(PR_SET_PDEATHSIG, signal.SIGQUIT),
+        preexec_fn=lambda: (
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGQUIT),
+            resource.setrlimit(resource.RLIMIT_AS, (config["memory_bytes"],) * 2),  # inherited by each backend
+        ),
     )
 crashed = False
 try:
@@ -194,8 +211,16 @@ class PostgresCluster:
     shuts it down and deletes its folder. Also stopped at interpreter exit, and by its
     supervisor when this process dies (module docstring)."""
 
-    def __init__(self, bin_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        bin_dir: Path | None = None,
+        *,
+        connection_limit: int = READER_CONNECTION_LIMIT,
+        backend_memory_mb: int = BACKEND_MEMORY_MB,
+    ) -> None:
         self.bin_dir = bin_dir or find_bin_dir()
+        self.connection_limit = connection_limit
+        self.backend_memory_mb = backend_memory_mb  # RLIMIT_AS of the server and each backend
         self.port = 0
         self.admin = _Role(ADMIN_ROLE, secrets.token_urlsafe(24))
         self.reader = _Role(READER_ROLE, secrets.token_urlsafe(24))
@@ -236,7 +261,7 @@ class PostgresCluster:
         try:
             self._init()
             self._start_server()
-            create_reader(self.admin_url(), self.reader)
+            create_reader(self.admin_url(), self.reader, connection_limit=self.connection_limit)
         except BaseException:
             self.stop()
             raise
@@ -308,6 +333,7 @@ class PostgresCluster:
             "log": str(self._dir / "server.log"),
             "parent": os.getpid(),
             "user": [user.pw_uid, user.pw_gid] if user else None,
+            "memory_bytes": self.backend_memory_mb * 2**20,
         }
         with (self._dir / "server.log").open("ab") as server_log:  # the supervisor's errors go there too
             return subprocess.Popen(
@@ -335,6 +361,9 @@ class PostgresCluster:
     def allow_reader(self, dbname: str) -> None:
         """Let the reader SELECT `dbname`'s tables, and nobody else connect there."""
         grant_reader(self.admin_url(dbname), self.reader.name)
+
+    def check_reader(self, dbnames: Iterable[str]) -> None:
+        refuse_unfit_reader([self.url(dbname) for dbname in dbnames], "the run")
 
     def _run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         assert self._dir is not None
@@ -410,15 +439,19 @@ def _kill_postmaster(cluster_dir: Path) -> None:
 # ---------------------------------------------------------------- the reader role
 
 
-def create_reader(admin_url: str, role: _Role, comment: str | None = None) -> None:
+def create_reader(
+    admin_url: str, role: _Role, comment: str | None = None, *, connection_limit: int = READER_CONNECTION_LIMIT
+) -> None:
     """A login role without any privilege yet (`grant_reader` adds SELECT per database), bound by
-    READER_SETTINGS. temp_file_limit needs a superuser to set; without one it is left out."""
+    READER_SETTINGS and `connection_limit` sessions. temp_file_limit needs a superuser to set;
+    without one it is left out."""
     name = sql.Identifier(role.name)
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
         con.execute(
             sql.SQL(
-                "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
-            ).format(name, sql.Literal(role.password))
+                "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
+                "NOINHERIT CONNECTION LIMIT {}"
+            ).format(name, sql.Literal(role.password), sql.Literal(connection_limit))
         )
         if comment:
             con.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(name, sql.Literal(comment)))
@@ -431,18 +464,34 @@ def create_reader(admin_url: str, role: _Role, comment: str | None = None) -> No
 
 def grant_reader(admin_db_url: str, reader: str) -> None:
     """Let `reader` connect to the URL's database and SELECT its user tables; PUBLIC loses its
-    default CONNECT and TEMP there."""
+    default CONNECT and TEMP there, and the functions and views that signal or watch other
+    sessions (`lock_down`)."""
     role = sql.Identifier(reader)
-    with psycopg.connect(admin_db_url, autocommit=True, connect_timeout=10) as con:
+    with psycopg.connect(admin_db_url, autocommit=True, connect_timeout=10, options=ADMIN_OPTIONS) as con:
         database = sql.Identifier(con.info.dbname)
         con.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(database))
         con.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, role))
+        lock_down(con)
         schemas = con.execute(
             "SELECT nspname FROM pg_namespace WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\\_%'"
         ).fetchall()
         for (schema,) in schemas:
             con.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), role))
             con.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(sql.Identifier(schema), role))
+
+
+def lock_down(con: psycopg.Connection[Any]) -> None:
+    """In the connected database, PUBLIC may no longer signal or watch other sessions (nor run the
+    file and admin functions). Only the functions' owner, a superuser, can revoke: with a lesser
+    role PostgreSQL only warns, and `reader_problems` then refuses the reader."""
+    functions = con.execute(
+        "SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY(%s)",
+        ([*SESSION_FUNCTIONS, *ADMIN_FUNCTIONS],),
+    ).fetchall()
+    for (function,) in functions:
+        con.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(sql.SQL(function)))
+    for view in SESSION_VIEWS:
+        con.execute(sql.SQL("REVOKE SELECT ON {} FROM PUBLIC").format(sql.Identifier("pg_catalog", view)))
 
 
 def drop_reader(admin_url: str, reader: str) -> None:
@@ -454,7 +503,10 @@ def drop_reader(admin_url: str, reader: str) -> None:
     for dbname in databases:
         url = _with_dbname(admin_url, dbname)
         # a database we may not connect to holds no grants of ours
-        with contextlib.suppress(psycopg.OperationalError), psycopg.connect(url, autocommit=True) as con:
+        with (
+            contextlib.suppress(psycopg.OperationalError),
+            psycopg.connect(url, autocommit=True, options=ADMIN_OPTIONS) as con,
+        ):
             con.execute(sql.SQL("DROP OWNED BY {}").format(role))
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as con:
         con.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
@@ -475,42 +527,81 @@ def reap_readers(admin_url: str) -> list[str]:
     return orphans
 
 
-def reader_problems(url: str) -> list[str]:
-    """What makes the role `url` names unfit to run agent queries (empty: fit)."""
-    checks = [
-        ("SELECT rolsuper FROM pg_roles WHERE rolname = current_user", "is a superuser"),
-        (
-            "SELECT rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = current_user",
-            "can create roles or databases",
-        ),
-        ("SELECT has_table_privilege('pg_catalog.pg_authid', 'SELECT')", "can read pg_authid"),
-    ]
-    checks += [(f"SELECT pg_has_role({_literal(r)}, 'USAGE')", f"holds {r}") for r in FORBIDDEN_ROLES]
-    checks += [
-        (f"SELECT has_function_privilege({_literal(f)}, 'EXECUTE')", f"may run {f}") for f in FORBIDDEN_FUNCTIONS
-    ]
-    with psycopg.connect(url, autocommit=True, connect_timeout=10) as con:
-        return [problem for query, problem in checks if con.execute(query).fetchone() == (True,)]
+_MEMBERSHIPS = (
+    "SELECT rolname = current_user, rolname, " + ", ".join(PRIVILEGED_ATTRIBUTES) + " FROM pg_roles "
+    "WHERE pg_has_role(current_user, oid, 'MEMBER') ORDER BY rolname <> current_user, rolname"
+)
+_FUNCTIONS = (
+    "SELECT DISTINCT proname FROM pg_proc WHERE proname = ANY(%s) AND has_function_privilege(oid, 'EXECUTE') "
+    "ORDER BY proname"
+)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def reader_problems(url: str, *, memberships_only: bool = False) -> list[str]:
+    """What makes the role `url` names unfit to run agent queries in the URL's database (empty: fit):
+    membership, by any path, of a superuser or otherwise privileged role or of a predefined pg_*
+    role; EXECUTE on file, admin or session functions, SELECT on other sessions' views (those are
+    per database: `memberships_only` leaves them out)."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=10, options=ADMIN_OPTIONS) as con:
+        problems = [_membership_problem(row) for row in con.execute(_MEMBERSHIPS).fetchall()]
+        if memberships_only:
+            return [problem for problem in problems if problem]
+        functions = [row[0] for row in con.execute(_FUNCTIONS, ([*ADMIN_FUNCTIONS, *SESSION_FUNCTIONS],))]
+        views = [v for v in SESSION_VIEWS if _can_select(con, v)]
+        where = f"in database {con.info.dbname!r}"
+    problems = [problem for problem in problems if problem]
+    if functions:
+        problems.append(f"may run {', '.join(functions)} {where}")
+    if views:
+        problems.append(f"may read {', '.join(views)} (other sessions' queries) {where}")
+    return problems
+
+
+def _membership_problem(row: tuple[Any, ...]) -> str | None:
+    itself, name, *flags = row
+    held = zip(PRIVILEGED_ATTRIBUTES, flags, strict=True)
+    attributes = [attribute.removeprefix("rol") for attribute, on in held if on]
+    if name.startswith("pg_"):
+        attributes.append("a predefined role")
+    if not attributes:
+        return None
+    return f"has {', '.join(attributes)}" if itself else f"is a member of {name} ({', '.join(attributes)})"
+
+
+def _can_select(con: psycopg.Connection[Any], view: str) -> bool:
+    row = con.execute("SELECT has_table_privilege(%s, 'SELECT')", (f"pg_catalog.{view}",)).fetchone()
+    return row == (True,)
+
+
+def refuse_unfit_reader(urls: Iterable[str], flag: str, *, memberships_only: bool = False) -> None:
+    """PostgresError saying why, when the role is unfit in any of the databases `urls` name."""
+    found = (problem for url in urls for problem in reader_problems(url, memberships_only=memberships_only))
+    problems = list(dict.fromkeys(found))
+    if problems:
+        raise PostgresError(
+            f"the reader role of {flag} {'; '.join(problems)}: agent queries need a role that only reads "
+            "the restored tables and cannot see or signal other sessions (a superuser --postgres-url can "
+            "revoke what PUBLIC may run in the restored databases)"
+        )
 
 
 class PostgresServer:
-    """A server the user names (`--postgres-url`): dumps are restored as the URL's role, agent
-    queries run as a reader role: one created for this run and dropped by `stop()` (a later run
-    reaps it if this one dies first), or the existing role `reader_url` names, checked first."""
+    """A server the user names (`--postgres-url`): dumps are restored as the URL's role (and run
+    as an unprivileged owner role), agent queries run as a reader role: one created for this run
+    and dropped by `stop()` (a later run reaps it if this one dies first), or the existing role
+    `reader_url` names. Either way the agent's URL names only host, port, database, the reader
+    and its password (`clean_url`): whatever else the given URLs, a service file or PG*
+    environment variables say serves the suite's own connections only."""
 
-    def __init__(self, url: str, reader_url: str | None = None) -> None:
+    def __init__(
+        self, url: str, reader_url: str | None = None, *, connection_limit: int = READER_CONNECTION_LIMIT
+    ) -> None:
         self.url_given = url
         self.reader_url = reader_url
+        self.connection_limit = connection_limit
         self.reader = _Role(f"{READER_ROLE}_{secrets.token_hex(4)}", secrets.token_urlsafe(24))
+        self._address: tuple[str, int] | None = None
         self._created = False
-
-    @functools.cached_property
-    def bin_dir(self) -> Path:
-        return find_bin_dir(("psql",))
 
     def start(self) -> PostgresServer:
         try:
@@ -522,37 +613,52 @@ class PostgresServer:
         return self
 
     def _start(self) -> None:
-        if self.reader_url is not None:
-            problems = reader_problems(self.reader_url)
-            if problems:
-                raise PostgresError(
-                    f"the role of --postgres-reader-url {' and '.join(problems)}: "
-                    "agent queries need a role that only reads"
-                )
-            self.reader = _Role(str(conninfo_to_dict(self.reader_url).get("user", "")), "")
-            return
         with psycopg.connect(self.url_given, autocommit=True, connect_timeout=10) as con:
+            self._address = server_address(con)
             row = con.execute("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()
         if row != (True,):
             raise PostgresError(
-                "the role of --postgres-url cannot create roles, and agent queries must not run as it: "
-                "grant it CREATEROLE, or pass --postgres-reader-url naming a role that can only read"
+                "the role of --postgres-url cannot create roles (it must, to restore as an unprivileged role "
+                "and to make the agent's reader): grant it CREATEROLE, or use a superuser"
             )
+        if self.reader_url is not None:
+            self.reader, dbname = self._named_reader(self.reader_url)
+            refuse_unfit_reader([self.url(dbname)], "--postgres-reader-url", memberships_only=True)
+            return
         reap_readers(self.url_given)
-        create_reader(self.url_given, self.reader, READER_COMMENT + owner_tag())
+        create_reader(
+            self.url_given, self.reader, READER_COMMENT + owner_tag(), connection_limit=self.connection_limit
+        )
         self._created = True
         atexit.register(self.stop)
 
+    def _named_reader(self, reader_url: str) -> tuple[_Role, str]:
+        """The role `reader_url` connects as (its query string, service file and environment
+        honoured once, here), with the password it used; and the database it names."""
+        try:
+            with psycopg.connect(reader_url, autocommit=True, connect_timeout=10) as con:
+                row = con.execute("SELECT session_user").fetchone()
+                password, dbname = con.info.password or "", con.info.dbname
+        except psycopg.OperationalError as error:
+            raise PostgresError(f"cannot connect with --postgres-reader-url: {error}") from error
+        assert row is not None
+        return _Role(str(row[0]), password), dbname
+
     def admin_url(self, dbname: str = "postgres") -> str:
-        return _url_with_dbname(self.url_given, dbname)
+        return _with_dbname(self.url_given, dbname)
 
     def url(self, dbname: str = "postgres") -> str:
-        if self.reader_url is not None:
-            return _url_with_dbname(self.reader_url, dbname)
-        return _url_with_dbname(_with_role(self.url_given, self.reader), dbname)
+        assert self._address is not None, "start() first"
+        return clean_url(self._address, self.reader, dbname)
 
     def allow_reader(self, dbname: str) -> None:
         grant_reader(self.admin_url(dbname), self.reader.name)
+
+    def check_reader(self, dbnames: Iterable[str]) -> None:
+        """Refuse (PostgresError) a reader unfit in any restored database (a grant made there, or a
+        PUBLIC privilege the URL's role could not revoke)."""
+        flag = "--postgres-reader-url" if self.reader_url is not None else "the run (made from --postgres-url)"
+        refuse_unfit_reader([self.url(dbname) for dbname in dbnames], flag)
 
     def stop(self) -> None:
         if not self._created:
@@ -563,16 +669,6 @@ class PostgresServer:
             drop_reader(self.url_given, self.reader.name)
         except psycopg.Error as error:  # the next run reaps it
             log.warning("could not drop the reader role %s: %s", self.reader.name, error)
-
-
-def _with_role(url: str, role: _Role) -> str:
-    """`url` with `role`'s user name and password in place of its own."""
-    base, _, query = url.partition("?")
-    scheme, _, rest = base.partition("://")
-    authority, slash, path = rest.partition("/")
-    host = authority.rpartition("@")[2]
-    user = f"{quote(role.name, safe='')}:{quote(role.password, safe='')}@"
-    return f"{scheme}://{user}{host}{slash}{path}" + (f"?{query}" if query else "")
 
 
 def _server_user() -> pwd.struct_passwd | None:
@@ -605,27 +701,37 @@ def _tail(text: str, lines: int = 15) -> str:
 
 # ---------------------------------------------------------------- restoring a dump
 
-_COPY_FROM_STDIN = re.compile(rb"COPY .* FROM stdin;\s*$")
-_END_OF_COPY = re.compile(rb"\\\.\s*$")
 # Ownership and privileges name roles of the server the dump came from, which need not exist
-# here; they are dropped as `pg_restore --no-owner --no-privileges` would.
-_OWNER_OR_PRIVILEGES = re.compile(rb"(ALTER .* OWNER TO |GRANT |REVOKE |ALTER DEFAULT PRIVILEGES ).*;\s*$")
-_SET = re.compile(rb"SET (\w+) = .*;\s*$")
+# here; they are skipped as `pg_restore --no-owner --no-privileges` would. So is a comment on an
+# extension (old dumps comment on plpgsql, which only its owner, a superuser, may).
+_OWNER_OR_PRIVILEGES = re.compile(
+    r"(ALTER\s.*\sOWNER\s+TO\s|GRANT\s|REVOKE\s|ALTER\s+DEFAULT\s+PRIVILEGES\s|COMMENT\s+ON\s+EXTENSION\s)",
+    re.IGNORECASE | re.DOTALL,
+)
+_SET = re.compile(r"SET\s+(\w+)\s*(=|TO\s)", re.IGNORECASE)
+OWNER_ROLE = "dab_owner"  # + a random suffix: the unprivileged role a dump is restored as
+OWNER_COMMENT = "data-agent-compare owner of a restored dump"
+COPY_CHUNK_BYTES = 1 << 20
+# Admin sessions in a restored database resolve names in pg_catalog only: the dump's owner may
+# have set the database's search_path to a schema of its own functions and operators.
+ADMIN_OPTIONS = "-c search_path=pg_catalog,pg_temp"
 
 
 Target = str | PostgresCluster | PostgresServer
 
 
 def restore_dump(target: Target, dbname: str, sql_file: Path) -> str:
-    """Create database `dbname` on `target` (a server URL or a running cluster) and load the
-    plain pg_dump `sql_file` into it with psql; returns the URL to query it with.
+    """Create database `dbname` on `target` (an admin URL, or a running cluster or server) and load
+    the plain pg_dump `sql_file` into it; returns the URL to query it with.
 
-    A database that this function already restored from the same dump (same sha256) is kept
-    as is, so a persistent server is restored once, not once per run. A failed restore drops
-    the new database and raises PostgresError naming the dump file and psql's error line;
-    PostgresUnavailable when there is no psql or the server cannot be reached."""
+    The dump runs no code: it is read by `tools/pg_dump.py` (no psql, so no meta-command; only
+    `COPY … FROM stdin`) and executed as a new unprivileged role that owns the database (so no
+    server file, program or superuser function either). A database that this function already
+    restored from the same dump (same sha256) is kept as is, so a persistent server is restored
+    once, not once per run. A refused or failed restore drops the new database and raises
+    PostgresError naming the dump file and line; PostgresUnavailable when the server cannot be
+    reached."""
     sql_file = Path(sql_file).resolve()
-    psql = _psql_program(target)
     admin = target if isinstance(target, str) else target.admin_url()
     try:
         con = psycopg.connect(admin, autocommit=True, connect_timeout=10)
@@ -633,7 +739,7 @@ def restore_dump(target: Target, dbname: str, sql_file: Path) -> str:
         raise PostgresUnavailable(f"cannot connect to the PostgreSQL server to restore {sql_file}: {error}") from error
     try:
         with con:
-            _restore(con, psql, admin, dbname, sql_file)
+            _restore(con, admin, dbname, sql_file)
         if not isinstance(target, str):
             target.allow_reader(dbname)
     except psycopg.Error as error:
@@ -641,20 +747,98 @@ def restore_dump(target: Target, dbname: str, sql_file: Path) -> str:
     return _query_url(target, dbname)
 
 
-def _restore(con: psycopg.Connection[Any], psql: Path, admin: str, dbname: str, sql_file: Path) -> None:
+def _restore(con: psycopg.Connection[Any], admin: str, dbname: str, sql_file: Path) -> None:
     digest = _sha256(sql_file)
     if _already_restored(con, dbname, digest, sql_file):
         return
     known_settings = {row[0] for row in con.execute("SELECT name FROM pg_settings")}
-    con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    owner = _Role(f"{OWNER_ROLE}_{secrets.token_hex(6)}", secrets.token_urlsafe(24))
+    _create_owner(con, owner, dbname)
     try:
         started = time.perf_counter()
-        _run_psql(psql, _with_dbname(admin, dbname), sql_file, known_settings)
+        _load_dump(clean_url(server_address(con), owner, dbname), sql_file, known_settings)
+        con.execute(sql.SQL("ALTER ROLE {} NOLOGIN PASSWORD NULL").format(sql.Identifier(owner.name)))
         _finish(_with_dbname(admin, dbname), digest)
         log.info("restored %s into %s in %.1fs", sql_file, dbname, time.perf_counter() - started)
     except BaseException:
         con.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        con.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(owner.name)))
         raise
+
+
+def _create_owner(con: psycopg.Connection[Any], owner: _Role, dbname: str) -> None:
+    """The role the dump runs as: it may log in (until the restore is over) and owns the database,
+    and nothing else."""
+    name = sql.Identifier(owner.name)
+    con.execute(
+        sql.SQL(
+            "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+        ).format(name, sql.Literal(owner.password))
+    )
+    con.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(name, sql.Literal(f"{OWNER_COMMENT} ({dbname})")))
+    if con.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() != (True,):
+        con.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(name))  # CREATE DATABASE … OWNER needs it
+    try:
+        con.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(dbname), name))
+    except BaseException:
+        con.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(name))
+        raise
+
+
+def _load_dump(url: str, sql_file: Path, known_settings: set[str]) -> None:
+    """Run the dump's statements, one transaction, as the role `url` names."""
+    with psycopg.connect(url, connect_timeout=10) as con:
+        try:
+            for statement in DumpReader(sql_file):
+                if _skipped(statement.body, known_settings):
+                    continue
+                try:
+                    _run_statement(con, statement)
+                except psycopg.Error as error:
+                    where = f"{sql_file}:{_failed_line(statement, error)}"
+                    raise PostgresError(f"restoring {sql_file} failed:\n{where}: ERROR: {_message(error)}") from None
+        except DumpRefused as refused:
+            raise PostgresError(f"restoring {sql_file} refused: {refused}") from None
+        con.commit()
+
+
+_COPY_CONTEXT = re.compile(r"COPY \S+, line (\d+)")
+
+
+def _failed_line(statement: Statement, error: psycopg.Error) -> int:
+    """The dump's line: the statement's, or for COPY data the failing data line's."""
+    copied = _COPY_CONTEXT.search(error.diag.context or "")
+    return statement.line + int(copied.group(1)) if copied and statement.copy_data is not None else statement.line
+
+
+def _message(error: psycopg.Error) -> str:
+    return "; ".join(p for p in (error.diag.message_primary or str(error), error.diag.message_hint) if p)
+
+
+def _run_statement(con: psycopg.Connection[Any], statement: Statement) -> None:
+    if statement.copy_data is None:
+        con.execute(statement.text.encode())  # bytes: no placeholders, and psycopg leaves it as is
+        return
+    with con.cursor() as cursor, cursor.copy(statement.body.rstrip().rstrip(";")) as copy:
+        chunk: list[bytes] = []
+        size = 0
+        for line in statement.copy_data:
+            chunk.append(line)
+            size += len(line)
+            if size >= COPY_CHUNK_BYTES:
+                copy.write(b"".join(chunk))
+                chunk, size = [], 0
+        if chunk:
+            copy.write(b"".join(chunk))
+
+
+def _skipped(body: str, known_settings: set[str]) -> bool:
+    """Ownership and privileges, and `SET`s of settings this server does not know (e.g.
+    `transaction_timeout` in a PostgreSQL 17 dump)."""
+    if _OWNER_OR_PRIVILEGES.match(body):
+        return True
+    setting = _SET.match(body)
+    return setting is not None and setting.group(1).lower() not in known_settings
 
 
 def _already_restored(con: psycopg.Connection[Any], dbname: str, digest: str, sql_file: Path) -> bool:
@@ -672,66 +856,15 @@ def _already_restored(con: psycopg.Connection[Any], dbname: str, digest: str, sq
 
 
 def _finish(url: str, digest: str) -> None:
-    # ANALYZE: a fresh restore has no planner statistics until autovacuum gets to it.
-    with psycopg.connect(url, autocommit=True) as con:
+    # ANALYZE: a fresh restore has no planner statistics until autovacuum gets to it. It runs
+    # each table's index expressions as the table's owner (the unprivileged restore role).
+    with psycopg.connect(url, autocommit=True, options=ADMIN_OPTIONS) as con:
         con.execute("ANALYZE")
         con.execute(
             sql.SQL("COMMENT ON DATABASE {} IS {}").format(
                 sql.Identifier(con.info.dbname), sql.Literal(MARKER + digest)
             )
         )
-
-
-def _run_psql(psql: Path, url: str, sql_file: Path, known_settings: set[str]) -> None:
-    params = conninfo_to_dict(url)
-    env = {**os.environ, "PGCONNECT_TIMEOUT": "10"}
-    password = params.pop("password", None)
-    if password is not None:  # in the environment, not on a command line others can read
-        env["PGPASSWORD"] = str(password)
-    args = [str(psql), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-d", make_conninfo(**params)]
-    with tempfile.TemporaryFile() as errors:
-        # The dump goes through stdin ("-f -") so that lines can be filtered on the way.
-        process = subprocess.Popen(
-            [*args, "-f", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors, env=env
-        )
-        assert process.stdin is not None
-        try:
-            with sql_file.open("rb") as dump:
-                process.stdin.writelines(filter_dump(dump, known_settings))
-            process.stdin.close()
-        except BrokenPipeError:
-            pass  # psql stopped at an error; its message says where
-        code = process.wait()
-        errors.seek(0)
-        message = errors.read().decode(errors="replace")
-    if code != 0:
-        where = message.replace("psql:<stdin>:", f"{sql_file}:").strip() or f"psql exited with code {code}"
-        raise PostgresError(f"restoring {sql_file} failed:\n{_tail(where)}")
-
-
-def filter_dump(lines: Iterable[bytes], known_settings: set[str]) -> Iterator[bytes]:
-    """The dump's lines, with ownership, privileges and `SET`s of settings this server does not
-    know (e.g. `transaction_timeout` in a PostgreSQL 17 dump) blanked out; blank rather than
-    dropped, so psql's line numbers are the dump file's. COPY data passes untouched."""
-    in_copy = False
-    for line in lines:
-        if in_copy:
-            in_copy = not _END_OF_COPY.match(line)
-        elif _COPY_FROM_STDIN.match(line):
-            in_copy = True
-        elif _OWNER_OR_PRIVILEGES.match(line) or _unknown_setting(line, known_settings):
-            line = b"\n"
-        yield line
-
-
-def _unknown_setting(line: bytes, known_settings: set[str]) -> bool:
-    match = _SET.match(line)
-    return match is not None and match.group(1).decode().lower() not in known_settings
-
-
-def _psql_program(target: Target) -> Path:
-    folder = find_bin_dir(("psql",)) if isinstance(target, str) else target.bin_dir
-    return folder / "psql"
 
 
 def _with_dbname(url: str, dbname: str) -> str:
@@ -752,6 +885,21 @@ def _url_with_dbname(url: str, dbname: str) -> str:
     return f"{scheme}://{authority}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
 
 
+def server_address(con: psycopg.Connection[Any]) -> tuple[str, int]:
+    """Where `con` is connected (host or socket folder, and port), whatever URL, service file or
+    environment variable said so."""
+    return con.info.host, con.info.port
+
+
+def clean_url(address: tuple[str, int], role: _Role, dbname: str) -> str:
+    """A URL naming only `address`, `role` (user and password) and `dbname`: no query string, so no
+    `?user=` or `?options=` of another URL can change who connects or how."""
+    host, port = address
+    shown_host = quote(host, safe="") if host.startswith("/") else (f"[{host}]" if ":" in host else host)
+    user = f"{quote(role.name, safe='')}:{quote(role.password, safe='')}@"
+    return f"postgresql://{user}{shown_host}:{port}/{quote(dbname, safe='')}"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -769,6 +917,8 @@ def prepare_postgres(
     url: str | None = None,
     cluster: PostgresCluster | None = None,
     reader_url: str | None = None,
+    connection_limit: int = READER_CONNECTION_LIMIT,
+    backend_memory_mb: int = BACKEND_MEMORY_MB,
 ) -> tuple[list[Task], PostgresCluster | PostgresServer | None]:
     """Restore every pg_dump the tasks' postgres data sources name, once per (dump, database
     name), and return copies of the tasks whose locations are `postgresql://` URLs of a reader.
@@ -777,25 +927,33 @@ def prepare_postgres(
     into `cluster`, else into a cluster started here; what was started is returned (the caller
     stops it: that also drops the run's reader role); None otherwise, also when no task needs
     one. Tasks already unavailable are left alone; a dump that fails to restore makes its tasks
-    unavailable with the reason. Raises PostgresUnavailable when there is nowhere to restore,
-    PostgresError when the reader role cannot be made safe."""
+    unavailable with the reason. The reader is checked in every restored database afterwards
+    (`reader_problems`). `connection_limit`: the reader's sessions at once; `backend_memory_mb`:
+    each server process's address space, in a cluster started here. Raises PostgresUnavailable
+    when there is nowhere to restore, PostgresError when the reader role cannot be made safe."""
     wanted = [(task, source) for task in tasks if not task.unavailable for source in task.data if _is_dump(source)]
     if not wanted:
         return list(tasks), None
     started: PostgresCluster | PostgresServer | None = None
     if url is not None:
-        started = PostgresServer(url, reader_url).start()
+        started = PostgresServer(url, reader_url, connection_limit=connection_limit).start()
     elif cluster is None:
-        started = PostgresCluster().start()
+        started = PostgresCluster(connection_limit=connection_limit, backend_memory_mb=backend_memory_mb).start()
     target = cluster if started is None else started
     assert target is not None
     try:
         restored = _restore_all(target, [_key(task, source) for task, source in wanted])
+        target.check_reader(_restored_databases(restored))
     except BaseException:
         if started:
             started.stop()
         raise
     return [_rewrite(task, restored) for task in tasks], started
+
+
+def _restored_databases(restored: dict[_Key, str | PostgresError]) -> list[str]:
+    urls = [url for url in restored.values() if isinstance(url, str)]
+    return sorted({unquote(urlsplit(url).path.lstrip("/")) for url in urls})
 
 
 def _is_dump(source: DataSource) -> bool:

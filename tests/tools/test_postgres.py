@@ -20,10 +20,10 @@ from data_agent_compare.tools.postgres import (
     PostgresCluster,
     PostgresError,
     PostgresUnavailable,
-    filter_dump,
     prepare_postgres,
     restore_dump,
 )
+from data_agent_compare.tools.pg_dump import DumpReader
 from data_agent_compare.tools.sql import Databases, PostgresDatabase
 
 from helpers import FIXTURES, postgres_bin_dir_or_skip
@@ -255,12 +255,12 @@ def test_restore_filters_the_dump_and_quotes_names(cluster: PostgresCluster, tmp
         databases.close()
 
 
-def test_filter_dump_keeps_line_numbers_and_copy_data() -> None:
+def test_the_dump_reader_gives_statements_with_their_lines_and_copy_data() -> None:
     lines = [line + b"\n" for line in SMALL_DUMP.encode().split(b"\n")]
-    filtered = list(filter_dump(lines, {"statement_timeout"}))
-    assert len(filtered) == len(lines)
-    blanked = [i + 1 for i, (old, new) in enumerate(zip(lines, filtered, strict=True)) if old != new]
-    assert blanked == [2, 5, 7, 16, 17]  # transaction_timeout, two OWNER TOs, REVOKE, GRANT
+    statements = [(s.line, s.body, list(s.copy_data or [])) for s in DumpReader(Path("small.sql"), lines)]
+    assert [line for line, _, _ in statements] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17]
+    assert statements[8][2] == [b"5\tGRANT ALL ON everything TO me;\n", b"7\tbob\n"]  # COPY data untouched
+    assert statements[9][2] == [b'1\t{"a": [1, 2]}\n']
 
 
 def test_a_failed_restore_names_the_dump_line_and_drops_the_database(cluster: PostgresCluster, tmp_path: Path) -> None:
@@ -269,7 +269,7 @@ def test_a_failed_restore_names_the_dump_line_and_drops_the_database(cluster: Po
     with pytest.raises(PostgresError) as failure:
         restore_dump(cluster, "broken", dump)
     message = str(failure.value)
-    assert f"{dump}:5: ERROR:" in message and 'invalid input syntax for type integer: "not a number"' in message
+    assert f"{dump}:4: ERROR:" in message and 'invalid input syntax for type integer: "not a number"' in message
     with psycopg.connect(cluster.admin_url()) as con:
         assert con.execute("SELECT 1 FROM pg_database WHERE datname = 'broken'").fetchone() is None
 
@@ -303,12 +303,12 @@ def test_prepare_postgres_restores_each_dump_once_and_rewrites_locations(
     cluster: PostgresCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tasks = dab_copy(tmp_path, "prepared_books")
-    psql_runs: list[Path] = []
-    run_psql = pg._run_psql
-    monkeypatch.setattr(pg, "_run_psql", lambda *args: psql_runs.append(args[2]) or run_psql(*args))
+    loads: list[Path] = []
+    load_dump = pg._load_dump
+    monkeypatch.setattr(pg, "_load_dump", lambda *args: loads.append(args[1]) or load_dump(*args))
     prepared, started = prepare_postgres(tasks, cluster=cluster)
     assert started is None  # the caller's cluster: the caller stops it
-    assert len(tasks) == len(prepared) == 3 and len(psql_runs) == 1
+    assert len(tasks) == len(prepared) == 3 and len(loads) == 1
     for before, after in zip(tasks, prepared, strict=True):
         assert after.unavailable is None
         books, review = after.data
@@ -317,7 +317,7 @@ def test_prepare_postgres_restores_each_dump_once_and_rewrites_locations(
         assert review == before.data[1]
     assert count_and_checksum(prepared[0].data[0].location or "")[0] == 200
     again, _ = prepare_postgres(tasks, cluster=cluster)  # a later run on the same server
-    assert len(psql_runs) == 1 and again == prepared
+    assert len(loads) == 1 and again == prepared
 
 
 def test_prepare_postgres_names_apart_different_dumps_and_reports_failures(
@@ -381,7 +381,6 @@ def test_the_cluster_runs_unprivileged_and_stop_removes_everything() -> None:
 
 
 def test_an_unreachable_server_url_stops_the_preparation() -> None:
-    postgres_bin_dir_or_skip()  # psql is needed before the server is
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
