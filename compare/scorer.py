@@ -6,13 +6,17 @@ scorer returns only the metrics that fit the task (an empty dict otherwise): a r
 says nothing about a choice question. `judge` is the metered model of the LLM judge, when the
 run has one (`--judge`), for scorers that need one.
 
-A scorer that raises never makes a task drop out of a mean: the metrics it declares with
-`@reports(...)` are scored as failures (0.0) and the error is kept (`ScoreSheet.errors`, the record's
-`scoring_error`), so the denominator stays what it was and the summary counts the failure. A scorer
-that declares nothing still records its error, and the metrics it returned on earlier tasks in this
-process score 0.0 (declare them with `@reports`: a scorer that fails on its first task has no known
-metrics). A scorer that gave part of its verdict raises `ScoringError` with the part it has (RS's
-judged dimensions); its declared metrics still score 0.0.
+Every scoring failure is handled one way: a scorer that raises gives no verdict, so the metrics it
+declares with `@reports(...)` get no value (None: out of that metric's mean, which shows its n) and the
+error is kept (`ScoreSheet.errors`, the record's `scoring_error`), counted beside the mean in the summary.
+The metrics a failure leaves without a value are a property of the scorer (what it declares), never of
+what ran earlier in the process, so every executor scores alike. A scorer that declares nothing records
+its error and no metric. A scorer that gave part of its verdict raises `ScoringError` with the part it has
+(RS's judged dimensions); its declared metrics still get no value.
+
+Hedged answers (`evaluators/hedging.py`): a verdict scorer (`@reports(..., verdict=True)`) flags an answer
+that lists many candidates with the trace's `hedged` warning, beside its official verdict; only a run with
+`strict_answers` scores such an answer 0.0 on the verdict metrics.
 """
 
 from __future__ import annotations
@@ -73,28 +77,31 @@ def scorer_version(name: str) -> str:
     return "undeclared:" + hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
-def reports(*metrics: str) -> Callable[[S], S]:
-    """Declare the metrics a scorer's verdict lives in: if the scorer raises, they score 0.0."""
+def reports(*metrics: str, verdict: bool = False) -> Callable[[S], S]:
+    """Declare the metrics a scorer's verdict lives in: if the scorer raises, they get no value (None).
+    `verdict`: they are the answer's verdict (correct or not), which `--strict-answers` sets to 0.0 for an
+    answer flagged as hedged."""
 
     def decorate(scorer: S) -> S:
         scorer.metrics = metrics  # type: ignore[attr-defined]
+        scorer.verdict = verdict  # type: ignore[attr-defined]
         return scorer
 
     return decorate
 
 
+HEDGED = "hedged"  # the warning a verdict scorer puts on the trace for an answer listing many candidates
+
+
 class ScoringError(Exception):
-    """A scorer could not give its full verdict; `scores` keeps what it did score. `undecided`: the check
-    itself failed (a DAB validator that crashed or ran out of time), so the declared metrics get no value
-    rather than a 0 — the answer was not judged wrong; the summary counts and names such records."""
+    """A scorer could not give its full verdict; `scores` keeps what it did score, the declared metrics get
+    no value (the answer was not judged wrong). `undecided` is kept for scorers written against the older
+    rule (a failure scored 0.0 unless undecided): every failure is undecided now."""
 
     def __init__(self, message: str, scores: Scores | None = None, *, undecided: bool = False) -> None:
         super().__init__(message)
         self.scores = dict(scores or {})
         self.undecided = undecided
-
-
-_returned: dict[str, set[str]] = {}  # scorer name -> metrics it returned (for scorers without @reports)
 
 
 @dataclass
@@ -109,23 +116,35 @@ class ScoreSheet:
 
 
 def score(
-    task: Task, answer: Answer, trace: Trace, scorers: Sequence[str], judge: MeteredModel | None = None
+    task: Task,
+    answer: Answer,
+    trace: Trace,
+    scorers: Sequence[str],
+    judge: MeteredModel | None = None,
+    *,
+    strict_answers: bool = False,
 ) -> ScoreSheet:
-    """The metrics of every named scorer, merged in order; a scorer that raises scores its declared
-    metrics as failures and its error is kept."""
+    """The metrics of every named scorer, merged in order; a scorer that raises leaves its declared
+    metrics without a value (out of their means) and its error is kept. With `strict_answers`, an answer
+    a scorer flagged as hedged (the trace's `hedged` warning) scores 0.0 on every verdict metric."""
     sheet = ScoreSheet()
     for name in scorers:
         scorer = SCORERS.load(name)
         try:
             scores = scorer(task, answer, trace, judge)
-        except Exception as failure:  # a scorer bug must not drop the task from the denominator
+        except Exception as failure:  # a scorer bug must not pass for a verdict, nor crash the run
             sheet.errors[name] = f"{type(failure).__name__}: {failure}"
             sheet.scores.update(failure.scores if isinstance(failure, ScoringError) else {})
-            if isinstance(failure, ScoringError) and failure.undecided:
-                continue
-            metrics = getattr(scorer, "metrics", None) or sorted(_returned.get(name, ()))
-            sheet.scores.update(dict.fromkeys(metrics, 0.0))
+            sheet.scores.update(dict.fromkeys(declared_metrics(name), None))
         else:
-            _returned.setdefault(name, set()).update(scores)
             sheet.scores.update(scores)
+    if strict_answers and any(warning.code == HEDGED for warning in trace.warnings):
+        judging = [name for name in scorers if getattr(SCORERS.load(name), "verdict", False)]
+        verdicts = [metric for name in judging for metric in declared_metrics(name)]
+        sheet.scores.update({metric: 0.0 for metric in verdicts if sheet.scores.get(metric) is not None})
     return sheet
+
+
+def declared_metrics(name: str) -> tuple[str, ...]:
+    """The metrics scorer `name` declares with `@reports` (those a failure of it leaves without a value)."""
+    return tuple(getattr(SCORERS.load(name), "metrics", None) or ())

@@ -16,7 +16,8 @@ Any record may list the tools it used, for the tool scores: `tools_executed` / `
 
 A record that cannot be read gives a `PredictionError` naming its line and field; the caller
 reports it and goes on with the rest. A line may carry `run` (or `epoch`): its run, scored as an
-epoch. A second prediction for one task (for one task and run) refuses the file (`check_duplicates`).
+epoch. A second prediction for one task (for one task and run: `run: 1` and `epoch: 1.0` are one run, and a
+prediction without a run beside one with a run is a second) refuses the file (`check_duplicates`).
 The files benchmarks publish are read whole by `read_published` (formats in `submissions.py`).
 """
 
@@ -96,7 +97,7 @@ def _prediction(line: str, benchmark: Benchmark, tasks: dict[str, Task], where: 
     task = tasks[task_id]
     run = record.get("run", record.get("epoch"))
     answer = benchmark.prediction_answer(task, record)
-    return Prediction(task, answer, _trace(task, record), where, None if run is None else str(run))
+    return Prediction(task, answer, _trace(task, record), where, run_label(run))
 
 
 def read_published(
@@ -135,14 +136,36 @@ def read_published(
 
 def check_duplicates(path: Path, predictions: Iterable[Prediction]) -> None:
     """A second prediction for one task (one task and run, where the format has runs): SubmissionError
-    naming both."""
+    naming both. Runs are compared as numbers (`run: 1` and `epoch: 1.0` are one run), and a task given
+    both without a run and with one is refused too: the one without is no other run than the others."""
     first: dict[tuple[str, str | None], str] = {}
+    runless: dict[str, str] = {}  # task -> where it was given without a run
+    with_run: dict[str, str] = {}  # task -> where it was first given with one
     for prediction in predictions:
-        key = (prediction.task.id, prediction.run)
+        task, run = prediction.task.id, run_label(prediction.run)
+        key = (task, run)
         if key in first:
-            what = f"task {key[0]!r}" + (f" run {key[1]!r}" if key[1] is not None else "")
+            what = f"task {task!r}" + (f" run {run!r}" if run is not None else "")
             raise SubmissionError(f"{path}: {what} is given twice: {first[key]} and {prediction.where}")
         first[key] = prediction.where
+        (runless if run is None else with_run).setdefault(task, prediction.where)
+        if task in runless and task in with_run:
+            raise SubmissionError(
+                f"{path}: task {task!r} is given twice: without a run ({runless[task]}) and with one "
+                f"({with_run[task]}); give every prediction of a task its run, or none"
+            )
+
+
+def run_label(run: object) -> str | None:
+    """A run (or epoch) as one label whatever its JSON type: 1, 1.0, "1" and "1.0" are run "1"."""
+    if run is None:
+        return None
+    text = str(run).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
 
 
 def _trace(task: Task, record: dict[str, Any]) -> Trace:

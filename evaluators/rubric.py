@@ -37,7 +37,8 @@ The judge (`RubricJudge`):
 - A call that fails or returns anything but a valid verdict leaves its dimension None with the
   error recorded. RS is never taken over the remaining dimensions (a shrunken, easier average):
   the scorer raises `ScoringError` naming the unscored dimensions, so the record has a
-  `scoring_error`, RS counts as a failure (0.0) and the dimensions that were scored are kept.
+  `scoring_error`, RS has no value (out of RS's mean, counted beside it: a judge that failed
+  said nothing about the report) and the dimensions that were scored are kept.
 - An empty report scores 0 on every active dimension without a model call (source "no_report").
 - The judge is a MeteredModel with its own TraceRecorder, so its calls are metered and reported
   apart from the system under test.
@@ -414,7 +415,9 @@ def score_rubric(task: Task, answer: Answer, judge: RubricJudge | None) -> dict[
     return result
 
 
-@versioned("2")  # 2: a dimension without a verdict is a scoring error, never a smaller average
+# 2: a dimension without a verdict is a scoring error, never a smaller average; 3: such an RS has no value
+# (out of the mean, counted beside it), no longer 0.0
+@versioned("3")
 @reports("rs")
 def rubric_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `rubric`: RS and its dimensions for report tasks, judged by the run's judge model."""

@@ -118,5 +118,5 @@ def test_a_scorer_exploding_on_one_record_loses_no_other_row(tmp_path):
     assert result.exit_code == 1 and "scorer failed on" in result.output
     assert len(rows) == len(dev)
     exploded = rows[dev[3]["task_id"]]
-    assert exploded["correct"] == 0.0 and "ArithmeticError: 29-digit number" in exploded["scoring_error"]
+    assert exploded["correct"] is None and "ArithmeticError: 29-digit number" in exploded["scoring_error"]
     assert all(rows[t["task_id"]]["correct"] == 1.0 for i, t in enumerate(dev) if i != 3)

@@ -235,16 +235,47 @@ def test_a_failing_scripted_judge_call_is_a_scoring_error_with_rs_a_failure_and_
     assert raised.value.scores == {"sql_acc": 1.0, "ext_integ": None, "log_reason": None, "complete": None}
 
 
-def test_a_judge_failing_on_two_of_four_dimensions_gives_a_scoring_error_and_rs_zero_in_the_record():
+def test_a_judge_failing_on_two_of_four_dimensions_gives_a_scoring_error_and_no_rs_in_the_record():
     task = report_task()
     scripted = ScriptedJudge({"EXTERNAL_INTEGRATION": "not json", "LOGICAL_REASONING": "not json", "COMPLETENESS": 1})
     judge = judge_model(scripted)
     trace = Trace(task_id=task.id, system="s", model="m")
     sheet = score(task, Answer(report=task.gold.report), trace, ["rubric"], judge)
-    assert sheet.scores["rs"] == 0.0  # was 1.0: the mean of SQL_ACC and COMPLETENESS alone
+    assert sheet.scores["rs"] is None  # was 1.0 (the mean of SQL_ACC and COMPLETENESS alone), then 0.0
     assert (sheet.scores["sql_acc"], sheet.scores["complete"], sheet.scores["ext_integ"]) == (1.0, 1.0, None)
     assert sheet.error.startswith("rubric: ScoringError: RS not scored: EXTERNAL_INTEGRATION: invalid judge reply")
     assert "LOGICAL_REASONING: invalid judge reply" in sheet.error
+
+
+def test_a_scripted_judge_answering_500_on_one_dimension_leaves_rs_out_of_its_mean_and_counted_beside_it():
+    """Issue 25 item 4: a judge 500 on one dimension used to set RS = 0, inside the mean."""
+    from data_agent_compare.compare.runlog import ResultRecord
+    from data_agent_compare.compare.trace import Usage
+    from data_agent_compare.reports.summary import summarize
+
+    task = report_task()
+
+    def fails_on_completeness(request: ModelRequest, context: CallContext) -> Message:
+        if dimension_of(request) == "COMPLETENESS":
+            raise ModelError("HTTP 500: internal error", status_code=500)
+        return Message(role="assistant", content=json.dumps({"score": 1, "justification": "scripted"}))
+
+    trace = Trace(task_id=task.id, system="s", model="m")
+    failed = score(task, Answer(report=task.gold.report), trace, ["rubric"], judge_model(fails_on_completeness))
+    assert failed.scores["rs"] is None and "COMPLETENESS: judge call failed: HTTP 500" in failed.error
+    judged = score(task, Answer(report=task.gold.report), trace, ["rubric"], judge_model(ScriptedJudge(ALL_ONE)))
+    assert judged.scores["rs"] == 1.0 and judged.error is None
+
+    def record(task_id: str, sheet) -> ResultRecord:
+        return ResultRecord(
+            task_id=task_id, benchmark="bundled", system="s", model="m", epoch=1, question_type="report",
+            status="completed", answer={"report": "r"}, scores=sheet.scores, scoring_error=sheet.error,
+            usage=Usage(), latency_s=1.0, latency_by_phase={}, model_calls=4, tool_calls=[], trace_file="t.json",
+        )  # fmt: skip
+
+    (row,) = summarize([record("T1", failed), record("T2", judged)])
+    assert row.rs == 1.0  # the unjudged record is out of RS's mean (it was 0.5 with RS = 0 inside it)
+    assert row.scoring_errors == 1  # and counted beside it
 
 
 def test_scripted_judge_calls_land_in_the_judge_trace_not_the_system_trace():

@@ -34,4 +34,4 @@ def test_an_undecided_validator_leaves_its_task_out_of_accuracy_and_the_summary_
     rows = summarize([record("a/query1", 1.0), record("a/query2", 0.0), record("a/query3", None, "dab: timed out")])
     assert rows[0].accuracy == 0.5 and rows[0].scoring_errors == 1 and rows[0].undecided == 1
     lines = denominator_lines(rows, infra_errors_as_failures=False)
-    assert any("1 of them could not be checked" in line and "not in its mean" in line for line in lines)
+    assert any("1 record(s) had a scorer fail" in line and "not in those means" in line for line in lines)
