@@ -148,3 +148,9 @@ def _import(entry: Entry, singular: str) -> Any:
             f"{singular} {entry.name!r} ({entry.target}, {entry.origin}) cannot be loaded: {error}"
         ) from error
     return target
+
+
+def summary_line(cls: type) -> str:
+    """What a listing (`compare systems`, `compare benchmarks`) says of a registered class: its
+    `description`, else its docstring's first line."""
+    return getattr(cls, "description", "") or (cls.__doc__ or "").strip().split("\n", 1)[0].strip()

@@ -124,11 +124,6 @@ def tool_aliases() -> ToolAliases:
     )
 
 
-def canonical_tool(name: str) -> str:
-    """The canonical name of a tool; unknown names are returned stripped, unchanged."""
-    return tool_aliases().canonical(name)
-
-
 # ---------------------------------------------------------------- gold DAG
 
 

@@ -16,7 +16,6 @@ from data_agent_compare.compare.scorer import score
 from data_agent_compare.compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, Gold, GoldDag, Task
 from data_agent_compare.compare.trace import Phase, ToolCallStep, Trace
 from data_agent_compare.evaluators.dag import (
-    canonical_tool,
     gold_dag,
     normalize_dag,
     score_dag,
@@ -88,11 +87,12 @@ def test_alias_table_maps_benchmark_and_framework_names_onto_canonical_tools():
         "graph_search": "search_documents",
         "some_new_tool": "some_new_tool",  # unknown names stay themselves
     }
-    assert {name: canonical_tool(name) for name in expected} == expected
-    assert all(canonical_tool(name) == name for name in DEFAULT_TOOL_NAMES)
-    known = set(tool_aliases().names.values())
+    aliases = tool_aliases()
+    assert {name: aliases.canonical(name) for name in expected} == expected
+    assert all(aliases.canonical(name) == name for name in DEFAULT_TOOL_NAMES)
+    known = set(aliases.names.values())
     offered = fdabench_record("test_report.jsonl", "FDA0010")["tools_available"]
-    assert {canonical_tool(name) for name in offered} <= known
+    assert {aliases.canonical(name) for name in offered} <= known
 
 
 # ---------------------------------------------------------------- DAGs from gold_subtasks
