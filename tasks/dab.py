@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
-from ..compare.benchmark import Benchmark, BenchmarkError, TaskLoadError
+from ..compare.benchmark import Benchmark, BenchmarkError, ReportTableSpec, TaskLoadError
 from ..compare.safe_load import DocumentTooComplex, load_yaml
 from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
 from ..compare.tool import Tool, ToolSettings
-from ..evaluators.dab import leaderboard_pass_at_k, pass_at_k_table
+from ..evaluators.dab import leaderboard_pass_at_k, missing_scaffold, pass_at_k_table
 from ..evaluators.predictions import text_answer
 from ..tools import SQL_KINDS, check_kinds, offered
 from ..tools.dab import dab_tools
@@ -178,6 +178,15 @@ def check_client(path: Path, field: str, client: Any) -> None:
     key = LOCATION_KEYS[db_type][1]
     if not isinstance(client.get(key), str) or not client[key]:
         raise TaskLoadError(path, None, f"{field}.{key}", f"a {db_type} database needs {key}")
+    check_inside(path, f"{field}.{key}", client[key])
+
+
+def check_inside(config_file: Path, field: str, location: str) -> None:
+    """A database's location must be inside its dataset folder (the config file's), symbolic links
+    followed: a dataset names its own files, never /etc/passwd or another dataset's gold."""
+    folder = config_file.parent.resolve()
+    if not (folder / location).resolve().is_relative_to(folder):
+        raise TaskLoadError(config_file, None, field, f"{location!r} is outside the dataset folder {folder}")
 
 
 def data_sources(folder: Path, config: dict[str, Any]) -> tuple[list[DataSource], str | None]:
@@ -303,11 +312,29 @@ def quote(identifier: str) -> str:
 DAB_KINDS = {*SQL_KINDS, DataSourceKind.MONGO}
 
 
+DAB_TABLES = (
+    ReportTableSpec("pass_at_k", "DAB pass@k per dataset and stratified average"),
+    ReportTableSpec("per_trajectory", "DAB: per trajectory (mean [95% CI])"),
+    ReportTableSpec(
+        "trajectory_statistics",
+        "Trajectory statistics (DAB paper, Tables 5 and 6)",
+        note="The paper's figures are over all 54 queries.",
+    ),
+)
+
+
 class DataAgentBench(Benchmark):
     """DataAgentBench: questions across SQL and Mongo databases, checked by each query's validate.py."""
 
     name = BENCHMARK
     scorers = ("dab", "tool_success")
+    run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
+    report_tables = DAB_TABLES
+    published_digits = 4  # the leaderboard prints 4 places (`submission_aggregate` rounds as it does)
+    aggregate_rule = (
+        "the leaderboard's pass@1 averages each query's runs (c/n), then each dataset's queries (rounded to 4 "
+        "places), then the datasets equally"
+    )
     # The official harness: 100 iterations, tool results over 10,000 characters truncated in the
     # context, 1 hour per trial.
     harness: ClassVar[dict[str, Any]] = {
@@ -321,6 +348,9 @@ class DataAgentBench(Benchmark):
     def load(self) -> list[Task]:
         # build_missing: e.g. bookreview's review table, published as JSON Lines.
         tasks = load_dab(self.path, hints=bool(self.options.get("hints")), build_missing=True)
+        missing = missing_scaffold(Path(t.gold.validator) for t in tasks if t.gold and t.gold.validator)
+        if missing:  # one message up front, not one crashed validator per answer
+            raise BenchmarkError(missing)
         cpu_s = self.options.get("validator_cpu_s")  # the `dab` scorer's CPU budget per validate.py
         if not cpu_s:
             return tasks
@@ -370,7 +400,8 @@ class DataAgentBench(Benchmark):
             outcomes.setdefault(row["task_id"], []).append(row.get("correct") == 1.0)
         board = leaderboard_pass_at_k(outcomes, [task.id for task in tasks])
         named = len(board.datasets) + len(board.datasets_without_runs)
-        metrics: dict[str, Any] = {f"pass@{k}": board.overall[k] for k in board.ks}
+        metrics: dict[str, Any] = {f"pass@{k}": published_figure(board.datasets, k) for k in board.ks}
+        metrics |= {f"pass@{k} unrounded": board.overall[k] for k in board.ks}
         metrics["datasets averaged"] = f"{len(board.datasets)} (of {max(named, len(board.datasets))} in the task files)"
         metrics |= {f"pass@{k} {name}": by_k[k] for name, by_k in board.datasets.items() for k in board.ks}
         metrics["queries with runs"] = len(board.queries)
@@ -396,6 +427,13 @@ class DataAgentBench(Benchmark):
         if lines and mongo:
             lines += ["", f"Datasets {', '.join(mongo)}: {MONGO_STAND_IN}; their figures are not the official setup's."]
         return ["## DAB pass@k", "", *lines] if lines else []
+
+
+def published_figure(datasets: dict[str, dict[int, float]], k: int) -> float:
+    """The leaderboard's pass@k as it prints it: each dataset's value rounded to 4 places, their mean rounded
+    to 4 places (DAB's site; e.g. 0.8617 where the unrounded mean 0.861645 would round to 0.8616)."""
+    rounded = [round(by_k[k], 4) for by_k in datasets.values()]
+    return round(sum(rounded) / len(rounded), 4) if rounded else 0.0
 
 
 def _with_interval(ci: tuple[float, float, float]) -> str:
