@@ -24,6 +24,7 @@ too; execute_python runs under ToolSettings' limits (it allows 600 s in Docker).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from bson.decimal128 import Decimal128
@@ -31,12 +32,18 @@ from bson.decimal128 import Decimal128
 from ..compare.task import DataSource, DataSourceKind, Task, ToolCall, answer_from_tool
 from ..compare.tool import DataUnavailable, FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
 from .files import source_path
-from .mongo import ENGINE, MongoDatabase, MongoQueryError
+from .mongo import ENGINE, MongoQueryError, MongoWorker
 from .python_sandbox import PythonTool
 from .sql import BACKENDS, Database, Databases, jsonable, quote_identifier
 
 DAB_TOOL_NAMES = ["list_db", "query_db", "execute_python", "return_answer"]
 RESULT_MAX_ROWS = 100_000  # rows kept per query_db result; the context sees far fewer anyway
+# What a result holds as JSON, column names included in every row (as the agent's variables.json and the
+# tool's reply carry it), counted row by row as the result is built: the database's own cap counts values
+# only, and two 100k-row results with 300-character column aliases took the runner to 2.69 GB.
+RESULT_MAX_CHARS = 32 << 20
+STORE_MAX_CHARS = 64 << 20  # all of a task's stored results together (execute_python receives them all)
+CONTENT_MAX_CHARS = 1 << 20  # the reply's JSON text; the context budget cuts it far shorter anyway
 
 # main.py of an execute_python run: the agent's code (code.py) runs with the stored results
 # (variables.json) as globals, both files in the working folder; a traceback starts at the
@@ -84,7 +91,7 @@ def unique_keys(columns: list[str]) -> list[str]:
 class DabDatabases:
     """The task's logical databases by name: SQL ones in a shared `Databases`, Mongo ones loaded from dumps."""
 
-    def __init__(self, task: Task, sql: Databases, mongo: dict[str, MongoDatabase]) -> None:
+    def __init__(self, task: Task, sql: Databases, mongo: dict[str, MongoWorker]) -> None:
         self.sql = sql
         self.mongo = mongo
         self.names = [s.name for s in task.data if s.name in sql.by_name or s.name in mongo]
@@ -104,18 +111,49 @@ class DabDatabases:
                 result = self.mongo[name].query(query, RESULT_MAX_ROWS)
             except MongoQueryError as error:
                 raise ToolError(str(error)) from error
-            return plain(result.documents), result.more
+            return bounded_rows(plain(document) for document in result.documents), result.more
         result = self.sql.get(name).query(query, RESULT_MAX_ROWS)
         if not result.columns:
             raise ToolError("the statement returned no result set; send one SELECT query")
         keys = unique_keys(result.columns)
-        return [dict(zip(keys, plain(row), strict=True)) for row in result.rows], result.more
+        return bounded_rows(dict(zip(keys, plain(row), strict=True)) for row in result.rows), result.more
 
     def close(self) -> None:  # idempotent: list_db and query_db share it, and each closes it
         self.sql.close()
         for database in self.mongo.values():
             database.close()
         self.mongo = {}
+
+
+def json_size(row: dict[str, Any]) -> int:
+    """Characters of the row in the result's JSON (its separator included)."""
+    return len(to_json(row)) + 2
+
+
+def bounded_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows, refused as soon as their JSON passes RESULT_MAX_CHARS."""
+    kept: list[dict[str, Any]] = []
+    size = 0
+    for row in rows:
+        size += json_size(row)
+        if size > RESULT_MAX_CHARS:
+            raise ToolError(
+                f"refused: the result is larger than {RESULT_MAX_CHARS >> 20} MB as JSON (column names are "
+                "repeated in every row); select fewer or shorter-named columns, aggregate, or add a LIMIT"
+            )
+        kept.append(row)
+    return kept
+
+
+def rows_json(rows: list[dict[str, Any]], max_chars: int) -> str:
+    """The rows as a JSON array, its text stopped once past max_chars (the rest is in the variable)."""
+    parts, size = [], 0
+    for index, row in enumerate(rows):
+        if size > max_chars:
+            return "[" + ", ".join(parts) + f", …] ({len(rows) - index} more rows in the variable)"
+        parts.append(to_json(row))
+        size += len(parts[-1]) + 2
+    return "[" + ", ".join(parts) + "]"
 
 
 def _describe_sql(database: Database) -> tuple[str, dict[str, Any]]:
@@ -129,7 +167,7 @@ def _describe_sql(database: Database) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), {"kind": str(database.kind), "tables": tables}
 
 
-def _describe_mongo(database: MongoDatabase) -> tuple[str, dict[str, Any]]:
+def _describe_mongo(database: MongoWorker) -> tuple[str, dict[str, Any]]:
     collections = []
     for name in database.collections():
         fields = [{"name": f, "type": " | ".join(types)} for f, types in database.fields(name).items()]
@@ -148,10 +186,18 @@ class ResultStore:
 
     def __init__(self) -> None:
         self.variables: dict[str, list[dict[str, Any]]] = {}
+        self.size = 0  # characters of their JSON
 
     def add(self, rows: list[dict[str, Any]]) -> str:
+        size = sum(json_size(row) for row in rows)
+        if self.size + size > STORE_MAX_CHARS:
+            raise ToolError(
+                f"refused: this result ({size >> 20} MB as JSON) would take the stored results past "
+                f"{STORE_MAX_CHARS >> 20} MB (execute_python receives them all); aggregate in the query instead"
+            )
         name = f"result_{len(self.variables) + 1}"
         self.variables[name] = rows
+        self.size += size
         return name
 
 
@@ -205,7 +251,7 @@ class QueryDbTool(Tool):
         rows, more = self.databases.query(arguments["db_name"], arguments["query"])
         variable = self.store.add(rows)
         cut = f", cut at {RESULT_MAX_ROWS}: more rows exist, aggregate in the query" if more else ""
-        content = f"stored as variable {variable} ({len(rows)} rows{cut}):\n{to_json(rows)}"
+        content = f"stored as variable {variable} ({len(rows)} rows{cut}):\n{rows_json(rows, CONTENT_MAX_CHARS)}"
         return ToolResult(success=True, content=content, data={"variable": variable, "rows": rows}, truncated=more)
 
     def close(self) -> None:
@@ -258,7 +304,7 @@ def dab_tools(task: Task, settings: ToolSettings) -> list[Tool]:
     Closing list_db or query_db closes the databases."""
     databases = Databases([s for s in task.data if s.kind in BACKENDS], settings, task.data_dir)
     try:
-        shared = DabDatabases(task, databases, open_mongo(task))
+        shared = DabDatabases(task, databases, open_mongo(task, settings.sql_timeout_s))
     except Exception:
         databases.close()
         raise
@@ -266,13 +312,13 @@ def dab_tools(task: Task, settings: ToolSettings) -> list[Tool]:
     return [ListDbTool(shared), QueryDbTool(shared, store), DabPythonTool(settings, store), ReturnAnswerTool(task)]
 
 
-def open_mongo(task: Task) -> dict[str, MongoDatabase]:
-    """The task's Mongo databases, each loaded from its mongodump folder."""
-    opened: dict[str, MongoDatabase] = {}
+def open_mongo(task: Task, timeout_s: float) -> dict[str, MongoWorker]:
+    """The task's Mongo databases, each loaded from its mongodump folder in its worker process."""
+    opened: dict[str, MongoWorker] = {}
     try:
         for source in task.data:
             if source.kind == DataSourceKind.MONGO:
-                opened[source.name] = _load_mongo(task, source)
+                opened[source.name] = _load_mongo(task, source, timeout_s)
     except Exception:
         for database in opened.values():
             database.close()
@@ -280,10 +326,10 @@ def open_mongo(task: Task) -> dict[str, MongoDatabase]:
     return opened
 
 
-def _load_mongo(task: Task, source: DataSource) -> MongoDatabase:
+def _load_mongo(task: Task, source: DataSource, timeout_s: float) -> MongoWorker:
     folder = source_path(source, task.data_dir)
     try:
-        return MongoDatabase(source.name, folder, dump_db_name(task, source.name))
+        return MongoWorker(source.name, folder, dump_db_name(task, source.name), timeout_s)
     except (OSError, ValueError) as error:  # bson.InvalidBSON is a ValueError too
         raise DataUnavailable(f"database {source.name!r}: cannot load the mongodump at {folder}: {error}") from error
 

@@ -1,11 +1,17 @@
-"""The MongoDB stand-in: a mongodump folder loaded into mongomock and queried read-only.
+r"""The MongoDB stand-in: a mongodump folder loaded into mongomock and queried read-only.
 
 No MongoDB server can run here (Debian has no package for it), so MongoDB is **not** what
 answers a DAB agent's Mongo queries. What stands in for it is **mongomock** (PyPI `mongomock`,
 a pure-Python, in-memory implementation of the pymongo API), filled from the dump's `.bson`
 files (or `.bson.gz`), decoded with pymongo's `bson` module. Results can differ from a real
-server wherever mongomock does (its documented gaps), and a query has no timeout: it runs
-in-process to the end.
+server wherever mongomock does (its documented gaps).
+
+mongomock runs in Python and C inside whatever process holds it, with no timeout or memory bound
+of its own (a catastrophic regex such as `^(\w+\s?)*$` holds the GIL until it ends; fifteen
+`$concat` doubling stages took 1.1 GB). So agents reach it through `MongoWorker`: the database is
+loaded and queried in a worker process under a memory rlimit (tools/worker_process.py), which
+is killed when a query outlives the SQL timeout (`sql_timeout_s`) and started again for the next
+one. A query's text is capped at QUERY_MAX_CHARS and its nesting at MAX_DEPTH before it is used.
 
 A query is one JSON object (MongoDB Extended JSON, so `{"$date": "2020-01-01T00:00:00Z"}` and
 `{"$oid": "..."}` work), either a find or an aggregation:
@@ -49,6 +55,10 @@ from bson.codec_options import CodecOptions, DatetimeConversion
 from mongomock.aggregate import process_pipeline
 from mongomock.collection import Collection, Cursor
 
+from ..compare.safe_load import MAX_DEPTH, DocumentTooComplex, check_depth
+from ..compare.tool import ToolError
+from .worker_process import WorkerDied, WorkerProcess, WorkerTimedOut
+
 ENGINE = f"mongomock {mongomock.__version__}"  # named in list_db output, so traces say what answered
 FIND_FIELDS = {"filter", "projection", "sort", "skip", "limit"}
 REFUSED_OPERATORS = {
@@ -64,6 +74,9 @@ QUERY_FORMS = (
     'a query is {"collection": C, "filter"?: {...}, "projection"?: {...}, "sort"?: {...}, "skip"?: n, "limit"?: n} '
     'or {"collection": C, "pipeline": [stages]}'
 )
+
+
+QUERY_MAX_CHARS = 100_000  # a query's JSON text
 
 
 class MongoQueryError(ValueError):
@@ -131,6 +144,56 @@ class MongoDatabase:
         self._client.close()
 
 
+class MongoWorker:
+    """A `MongoDatabase` loaded and queried in a worker process, ended at each query's deadline."""
+
+    def __init__(self, name: str, dump_folder: Path, db_name: str | None, timeout_s: float) -> None:
+        self.name = name
+        self.timeout_s = timeout_s
+        self._worker = WorkerProcess(f"database {name!r}", MongoDatabase, (name, dump_folder, db_name), timeout_s)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return self._worker.call(method, *args)
+        except ToolError as error:  # the worker's own refusal (MemoryError in it)
+            raise MongoQueryError(str(error)) from None
+        except WorkerTimedOut:
+            raise MongoQueryError(
+                f"query stopped after the {self.timeout_s:g}s timeout (its process was ended and the database "
+                "reloaded); $match early, avoid backtracking regexes, or add a $limit"
+            ) from None
+        except WorkerDied:
+            raise MongoQueryError(
+                "the query needed more memory than a query may use (its process ended and the database was "
+                "reloaded); $match early, $project fewer fields or add a $limit"
+            ) from None
+
+    def collections(self) -> list[str]:
+        names: list[str] = self._call("collections")
+        return names
+
+    def count(self, collection: str) -> int:
+        number: int = self._call("count", collection)
+        return number
+
+    def fields(self, collection: str, sample: int = 100) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = self._call("fields", collection, sample)
+        return found
+
+    def query(self, text: str, max_rows: int) -> MongoResult:
+        check_query_size(text)
+        result: MongoResult = self._call("query", text, max_rows)
+        return result
+
+    def close(self) -> None:
+        self._worker.stop()
+
+
+def check_query_size(text: str) -> None:
+    if len(text) > QUERY_MAX_CHARS:
+        raise MongoQueryError(f"refused: the query is {len(text):,} characters, more than {QUERY_MAX_CHARS:,}")
+
+
 def all_documents(cursor: Cursor) -> list[dict[str, Any]]:
     """The cursor's documents (after skip and limit) in one list.
 
@@ -190,8 +253,14 @@ def collection_name(path: Path) -> str | None:
 
 def parse_query(text: str) -> dict[str, Any]:
     """The query object, checked: a known form, nothing that writes or runs JavaScript."""
+    check_query_size(text)
     try:
         spec = json_util.loads(text)
+        check_depth(spec)
+    except RecursionError:
+        raise MongoQueryError(f"refused: the query is nested deeper than {MAX_DEPTH} levels") from None
+    except DocumentTooComplex as error:
+        raise MongoQueryError(f"refused: the query is {error}") from None
     except (ValueError, TypeError) as error:  # json.JSONDecodeError is a ValueError
         raise MongoQueryError(f"the query is not valid (Extended) JSON: {error}; {QUERY_FORMS}") from error
     if not isinstance(spec, dict) or not isinstance(spec.get("collection"), str):

@@ -35,18 +35,14 @@ import contextlib
 import csv
 import io
 import json
-import os
 import re
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,6 +56,7 @@ from sqlglot.dialects.dialect import Dialect
 from ..compare.task import DataSource, DataSourceKind
 from ..compare.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
 from .files import source_path
+from .worker_process import WorkerDied, WorkerProcess, WorkerTimedOut
 
 SAMPLE_ROWS = 2
 SAMPLE_CELL_CHARS = 60
@@ -68,6 +65,8 @@ RESULT_MAX_BYTES = 64 << 20  # what one query's fetched rows may hold in the run
 VALUE_MAX_BYTES = 4 << 20  # SQLite: one string or blob
 SQLITE_HEAP_LIMIT = 128 << 20  # SQLite: everything SQLite holds in this process (PRAGMA hard_heap_limit)
 DUCKDB_MEMORY_LIMIT = "256MB"
+# An agent's SQL text, checked before any parser sees it: sqlglot held 834 MB parsing 1.5 MB of SQL.
+SQL_TEXT_MAX_CHARS = 100_000
 DUCKDB_THREADS = 2
 TOO_LARGE = (
     f"the result exceeds {RESULT_MAX_BYTES >> 20} MB (values are capped too); aggregate, select fewer columns "
@@ -165,6 +164,11 @@ class Database(ABC):
 
     def query(self, sql: str, max_rows: int, max_bytes: int | None = RESULT_MAX_BYTES) -> QueryResult:
         """At most max_rows rows; a ToolError past max_bytes (None: the suite's own reads, unbounded)."""
+        if len(sql) > SQL_TEXT_MAX_CHARS:
+            raise ToolError(
+                f"refused: the query is {len(sql):,} characters, more than {SQL_TEXT_MAX_CHARS:,}; "
+                "send a shorter query (compute long value lists in execute_python)"
+            )
         with self._lock:
             return self._query(sql, max_rows, max_bytes)
 
@@ -619,12 +623,13 @@ BACKENDS: dict[DataSourceKind, type[Database]] = {
     DataSourceKind.DUCKDB: DuckDbDatabase,
     DataSourceKind.POSTGRES: PostgresDatabase,
 }
-# Run in a worker process under a memory rlimit (tools/sql_worker.py): DuckDB builds some values
-# outside its memory_limit, inside the process that opened it.
-WORKER_KINDS = {DataSourceKind.DUCKDB}
+# Run in a worker process under a memory rlimit (tools/worker_process.py), killed at the call's deadline:
+# DuckDB builds some values outside its memory_limit, inside the process that opened it, and one SQLite
+# function call (printf('%.*c', 2147483647, 'x'), a long LIKE) runs to its end without ever reaching the
+# progress handler, so only ending its process bounds it in time.
+WORKER_KINDS = {DataSourceKind.DUCKDB, DataSourceKind.SQLITE}
 
 
-WORKER_GRACE_S = 15.0  # beyond the query timeout, before a silent worker is killed
 CRASHED = (
     "the query ended the database's worker process (it needed more memory than a query may use); "
     "the database was reopened: aggregate, select fewer columns or add a LIMIT"
@@ -638,48 +643,17 @@ class WorkerDatabase(Database):
         super().__init__(source, base_dir, timeout_s)
         self.kind = source.kind
         # resolved here: a missing file is the caller's DataUnavailable, before any process starts
-        self._source = source.model_copy(update={"location": str(database_file(source, base_dir))})
-        self._process: subprocess.Popen[bytes] | None = None
-        self._requests: Connection | None = None
-        self._replies: Connection | None = None
-        self._start()
-
-    def _start(self) -> None:
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        module = f"{__package__}.sql_worker"  # its child side, started by name
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", module, str(requests_read), str(replies_write), str(os.getpid())],
-                pass_fds=(requests_read, replies_write),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,  # Ctrl-C reaches the runner, which closes the worker
-            )
-        finally:
-            os.close(requests_read)
-            os.close(replies_write)
-        self._requests = Connection(requests_write, readable=False)
-        self._replies = Connection(replies_read, writable=False)
-        self._call("open", self._source, None, self.timeout_s)
+        resolved = source.model_copy(update={"location": str(database_file(source, base_dir))})
+        backend = (BACKENDS[source.kind], (resolved, None, timeout_s))
+        self._worker = WorkerProcess(f"database {self.name!r}", *backend, timeout_s)
 
     def _call(self, method: str, *args: Any) -> Any:
-        assert self._requests is not None and self._replies is not None
         try:
-            self._requests.send((method, args))
-            if not self._replies.poll(self.timeout_s + WORKER_GRACE_S):
-                self._stop()
-                raise self._timed_out()
-            kind, value = self._replies.recv()
-        except (EOFError, OSError) as error:  # the worker died (its memory limit, a crash)
-            self._stop()
-            if method == "open":
-                raise ToolError(f"database {self.name!r}: its worker process failed to start") from error
-            self._start()
-            raise ToolError(f"refused: {CRASHED}") from error
-        if kind == "error":
-            raise value
-        return value
+            return self._worker.call(method, *args)
+        except WorkerTimedOut:
+            raise self._timed_out() from None
+        except WorkerDied:
+            raise ToolError(f"refused: {CRASHED}") from None
 
     def _query(self, sql: str, max_rows: int, max_bytes: int | None) -> QueryResult:
         result: QueryResult = self._call("query", sql, max_rows, max_bytes)
@@ -698,20 +672,7 @@ class WorkerDatabase(Database):
         return quoted
 
     def close(self) -> None:
-        self._stop()
-
-    def _stop(self) -> None:
-        for connection in (self._requests, self._replies):
-            if connection is not None:
-                connection.close()  # EOF: the worker ends
-        self._requests = self._replies = None
-        process, self._process = self._process, None
-        if process is not None:
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        self._worker.stop()
 
 
 class Databases:

@@ -1,4 +1,7 @@
-"""The child side of `WorkerDatabase` (tools/sql.py): a database backend in a process under a memory rlimit.
+"""The child side of `WorkerProcess` (tools/worker_process.py): an engine in a process under a memory rlimit.
+
+It serves `WorkerDatabase` (tools/sql.py: DuckDB and SQLite) and `MongoWorker` (tools/mongo.py);
+the first request names the engine's class and its arguments.
 
 DuckDB builds some values outside its own `memory_limit` (`repeat('x', 600000000)`, a list of
 ten million numbers turned into Python objects), and it runs inside whatever process opened it.
@@ -22,9 +25,10 @@ import resource
 import signal
 import sys
 from multiprocessing.connection import Connection
+from typing import Any
 
 from ..compare.tool import ToolError
-from .sql import BACKENDS, CRASHED, Database
+from .sql import CRASHED, Database
 
 WORKER_MEMORY_BYTES = 1 << 30  # RLIMIT_AS of a worker: DuckDB's memory_limit plus the interpreter and results
 PR_SET_PDEATHSIG = 1
@@ -34,17 +38,22 @@ PR_SET_PDEATHSIG = 1
 
 
 def serve(requests: Connection, replies: Connection) -> None:
-    """Open the database the first request names, then answer method calls until EOF."""
-    database: Database | None = None
+    """Open the engine an `open` request names, answer method calls on it until `close` (the process
+    then waits, idle, for the next `open`: the runner reuses it) or EOF."""
+    database: Database | Any = None
     while True:
         try:
             method, args = requests.recv()
         except EOFError:
             break
         try:
-            if method == "open":
-                source, base_dir, timeout_s = args
-                database = BACKENDS[source.kind](source, base_dir, timeout_s)
+            if method in ("open", "close"):
+                if database is not None:
+                    database, closing = None, database
+                    closing.close()
+                if method == "open":
+                    factory, *arguments = args
+                    database = factory(*arguments)
                 replies.send(("ok", None))
                 continue
             assert database is not None
@@ -53,6 +62,10 @@ def serve(requests: Connection, replies: Connection) -> None:
             replies.send(("error", error))
         except MemoryError:
             replies.send(("error", ToolError(f"refused: {CRASHED.split(';')[0]}")))
+        except RecursionError:
+            replies.send(("error", ToolError("refused: the query is nested too deeply")))
+        except (OSError, ValueError, TypeError) as error:  # the engine's own (a bad dump, MongoQueryError)
+            replies.send(("error", error))
     if database is not None:
         database.close()
 

@@ -155,7 +155,7 @@ def test_a_duckdb_worker_that_dies_is_reported_and_replaced(sources: list[tuple[
     databases = Databases([DataSource(name=name, kind=DataSourceKind(kind), location=where)], settings)
     database = databases.get(name)
     try:
-        worker = database._process  # type: ignore[attr-defined]
+        worker = database._worker._process  # type: ignore[attr-defined]
         assert worker is not None and worker.pid != os.getpid()  # DuckDB runs outside this process
         worker.kill()
         worker.wait()

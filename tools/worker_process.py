@@ -1,0 +1,167 @@
+"""The runner's side of an engine run in a worker process (tools/sql_worker.py is the child's side).
+
+An agent's query runs inside an engine the runner does not control: DuckDB builds some values
+outside its memory limit, one SQLite function call (`printf('%.*c', 2147483647, 'x')`, a long
+LIKE) never returns to SQLite's progress handler, and mongomock evaluates a catastrophic regex
+in C holding the GIL (it froze the whole runner; SIGTERM waited on it). So such engines run in a
+child process under a memory rlimit: a call that does not answer by its deadline kills the
+child, whatever it is doing, and the next call starts a fresh one (the engine is reopened).
+
+Requests and replies are pickles over two pipes. The child holds PR_SET_PDEATHSIG and ends at
+EOF, so it never outlives the runner. A child whose engine was closed normally waits, idle, for
+the next engine to open (at most IDLE_MAX of them): starting one imports the engines (seconds on
+a busy machine), which each task's SQLite database would otherwise pay again. A child that was
+killed is never reused.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..compare.tool import ToolError
+
+CALL_GRACE_S = 2.0  # beyond the query timeout: the engine's own timeout answers first when it can
+OPEN_TIMEOUT_S = 300.0  # starting the child and loading the engine (a Mongo dump is loaded there)
+CHILD_MODULE = f"{__package__}.sql_worker"
+IDLE_MAX = 8  # idle children kept for reuse
+CLOSE_TIMEOUT_S = 10.0  # closing an engine; a child slower than this is killed, not kept
+
+
+@dataclass
+class _Child:
+    process: subprocess.Popen[bytes]
+    requests: Connection
+    replies: Connection
+
+
+_idle: list[_Child] = []
+_idle_lock = threading.Lock()
+
+
+class WorkerDied(Exception):
+    """The child ended without answering (its memory limit, a crash): it has been restarted."""
+
+
+class WorkerTimedOut(Exception):
+    """The child did not answer by the call's deadline: it was killed and has been restarted."""
+
+
+class WorkerProcess:
+    """One child process holding one engine: `factory(*args)` built in the child, then method calls.
+
+    `call` returns the engine method's value or raises what the child raised (ToolErrors and the
+    engine's own picklable errors travel as themselves); WorkerTimedOut / WorkerDied when the
+    child had to be replaced.
+    """
+
+    def __init__(self, label: str, factory: Any, args: tuple[Any, ...], timeout_s: float) -> None:
+        self.label = label
+        self.timeout_s = timeout_s
+        self._open_request = ("open", (factory, *args))
+        self._child: _Child | None = None
+        self._start()
+
+    @property
+    def _process(self) -> subprocess.Popen[bytes] | None:
+        return self._child.process if self._child else None
+
+    def _start(self) -> None:
+        self._child = _take_idle() or _spawn()
+        try:
+            self._exchange(self._open_request, OPEN_TIMEOUT_S)
+        except (WorkerDied, WorkerTimedOut) as error:
+            raise ToolError(f"{self.label}: its worker process failed to start") from error
+        except BaseException:  # the engine refused to open (a missing or bad file): the child stays usable
+            self.stop()
+            raise
+
+    def call(self, method: str, *args: Any) -> Any:
+        if self._child is None:
+            self._start()
+        try:
+            return self._exchange((method, args), self.timeout_s + CALL_GRACE_S)
+        except (WorkerDied, WorkerTimedOut):
+            self._start()  # the next call finds the engine open again
+            raise
+
+    def _exchange(self, request: tuple[str, tuple[Any, ...]], wait_s: float) -> Any:
+        assert self._child is not None
+        try:
+            self._child.requests.send(request)
+            if not self._child.replies.poll(wait_s):
+                self.stop(kill=True)
+                raise WorkerTimedOut()
+            kind, value = self._child.replies.recv()
+        except (EOFError, OSError) as error:
+            self.stop(kill=True)
+            raise WorkerDied() from error
+        if kind == "error":
+            raise value
+        return value
+
+    def stop(self, kill: bool = False) -> None:
+        """Close the engine and keep the child for reuse; `kill` ends it at once instead."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        if not kill:
+            try:
+                child.requests.send(("close", ()))
+                if child.replies.poll(CLOSE_TIMEOUT_S) and child.replies.recv()[0] == "ok" and _keep_idle(child):
+                    return
+            except (EOFError, OSError):
+                pass
+        _end(child, kill=True)
+
+
+def _spawn() -> _Child:
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", CHILD_MODULE, str(requests_read), str(replies_write), str(os.getpid())],
+            pass_fds=(requests_read, replies_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C reaches the runner, which closes the worker
+        )
+    finally:
+        os.close(requests_read)
+        os.close(replies_write)
+    return _Child(process, Connection(requests_write, readable=False), Connection(replies_read, writable=False))
+
+
+def _take_idle() -> _Child | None:
+    with _idle_lock:
+        while _idle:
+            child = _idle.pop()
+            if child.process.poll() is None:
+                return child
+            _end(child, kill=True)
+    return None
+
+
+def _keep_idle(child: _Child) -> bool:
+    with _idle_lock:
+        if len(_idle) < IDLE_MAX and child.process.poll() is None:
+            _idle.append(child)
+            return True
+    return False
+
+
+def _end(child: _Child, kill: bool) -> None:
+    child.requests.close()  # EOF: the child ends
+    child.replies.close()
+    if kill:
+        child.process.kill()
+    try:
+        child.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        child.process.kill()
+        child.process.wait()
