@@ -14,8 +14,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from data_agent_compare.app import cli
 from data_agent_compare.app.cli import app, failure_causes
+from data_agent_compare.app.commands import common
+from data_agent_compare.app.commands.systems import SystemsOptions, systems
 
 from helpers import FIXTURES, compare_command, load_tasks, read_records
 
@@ -40,8 +41,8 @@ def test_listing_piped_through_cat_keeps_every_name_whole(command, key):
 def test_listing_in_a_narrow_terminal_keeps_every_name_whole(monkeypatch):
     names = [row["name"] for row in json.loads(runner.invoke(app, ["systems", "--json"]).output)]
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "output", Console(file=screen, force_terminal=True, width=40, color_system=None))
-    cli.systems_command(plugin=None, as_json=False)
+    monkeypatch.setattr(common, "output", Console(file=screen, force_terminal=True, width=40, color_system=None))
+    systems(SystemsOptions())
     words = {word.strip("│┃|") for line in screen.getvalue().splitlines() for word in line.split()}
     assert [name for name in names if name not in words] == []
 

@@ -1,0 +1,90 @@
+"""What every verb shares: the two consoles, the one-line error (exit 2), exit codes, and `command_of`, which
+turns a verb's options dataclass into its command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from ...compare.benchmark import Benchmark
+
+console = Console(stderr=True)  # messages, warnings, progress
+output = Console()  # what a command prints as its result (tables, JSON)
+
+EXIT_WRITE_FAILED = 74  # sysexits' EX_IOERR
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+Options = TypeVar("Options")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """One line `error: ...` on stderr (credentials redacted); raise what it returns."""
+    from ...compare.runlog import redact_credentials
+
+    text = redact_credentials(message).replace("[", "\\[")  # a message is text, not Rich markup
+    console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def command_of(options_type: type[Options], body: Callable[[Options], None]) -> Callable[..., None]:
+    """A typer command whose parameters are the fields of the dataclass `options_type` (each annotated with its
+    typer.Option or typer.Argument): the command line builds one options object and hands it to `body`. A flag
+    is then one field, in one place."""
+    hints = typing.get_type_hints(options_type, include_extras=True)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [
+        inspect.Parameter(field.name, keyword, default=_default(field), annotation=hints[field.name])
+        for field in dataclasses.fields(options_type)  # type: ignore[arg-type]
+    ]
+
+    def command(**given: Any) -> None:
+        body(options_type(**given))
+
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {}  # typer reads the signature's annotations
+    command.__doc__ = body.__doc__
+    command.__name__ = body.__name__
+    return command
+
+
+def _default(field: dataclasses.Field[Any]) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return inspect.Parameter.empty
+
+
+def split(value: str | None) -> list[str] | None:
+    """`a, b,,c` → ['a', 'b', 'c']; nothing given → None."""
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def load_plugins(plugins: list[str] | None) -> None:
+    from ..config import ConfigError
+    from ..config import load_plugins as load
+
+    try:
+        load(plugins or [])
+    except ConfigError as problem:
+        raise fail(str(problem)) from None
+
+
+def benchmark_at(name: str, path: Path | None, **options: Any) -> Benchmark:
+    """The named benchmark on its files; an unknown name or unreadable files: exit 2."""
+    from ...compare.benchmark import BenchmarkError, create_benchmark
+    from ...compare.registry import RegistryError
+
+    try:
+        return create_benchmark(name, path, **options)
+    except (RegistryError, BenchmarkError) as problem:
+        raise fail(str(problem)) from None

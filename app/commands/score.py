@@ -1,0 +1,130 @@
+"""`compare score --benchmark NAME --predictions FILE`: score predictions made elsewhere with the benchmark's
+official rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from . import common
+from .common import benchmark_at, fail
+
+if TYPE_CHECKING:
+    from ...compare.benchmark import Benchmark
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")]
+    tasks_path: Annotated[
+        Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")
+    ] = None
+    tasks: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --tasks-path.")] = None
+    predictions: Annotated[
+        Path,
+        typer.Option(help="Predictions made elsewhere: our JSONL, or a file a benchmark publishes (see --format)."),
+    ] = Path("predictions.jsonl")
+    out: Annotated[
+        Path | None, typer.Option(help="Write one JSON line per prediction here, the aggregate to OUT.aggregate.json.")
+    ] = None
+    rule: Annotated[
+        str | None, typer.Option(help="An earlier revision of the official scoring rule (see compare benchmarks).")
+    ] = None
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="jsonl, dab-leaderboard, dabstep-submission, dbgorilla-results or fdabench-results "
+            "(default: recognised from the content).",
+        ),
+    ] = None
+    published: Annotated[
+        float | None, typer.Option(help="The leaderboard's figure for this file: say whether ours reproduces it.")
+    ] = None
+
+
+def score(options: ScoreOptions) -> None:
+    """Score predictions produced elsewhere with the benchmark's official rules.
+
+    One row per prediction, in input order, written to --out as soon as it is scored; then the
+    benchmark's leaderboard aggregate. A published file that is malformed, or a prediction given twice
+    (twice for one run, in a format with runs), is refused with exit status 2 naming the entries.
+    Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
+    from ...compare.benchmark import BenchmarkError
+    from ...evaluators.submissions import FORMATS, SubmissionError
+    from ..scoring import finish, read_inputs, score_predictions, write_aggregate
+
+    bench = benchmark_at(options.benchmark, options.tasks_path or options.tasks)
+    scorers = _scorers_of(bench, options.rule)
+    fmt, predictions, out = options.fmt, options.predictions, options.out
+    if fmt is not None and fmt not in FORMATS:
+        raise fail(f"--format: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    if not predictions.exists():
+        raise fail(f"predictions file not found: {predictions}")
+    if out is not None and out.is_dir():  # checked before any scoring: open() would fail with a traceback
+        raise fail(f"--out {out}: is a folder; give a file for the scores (JSON Lines)")
+    try:
+        loaded = bench.load()
+        by_id = {task.id: task for task in loaded}
+    except (BenchmarkError, OSError) as problem:  # a TaskLoadError names file, line and field
+        raise fail(str(problem)) from None
+
+    def say(text: str) -> None:
+        common.console.print(text, highlight=False, soft_wrap=True, markup=False)
+
+    try:
+        run, inputs, figures = read_inputs(predictions, fmt, bench, by_id, say)
+        score_predictions(run, inputs, bench, scorers, out, say)
+    except (BenchmarkError, SubmissionError) as problem:  # nothing to score, or a malformed submission
+        raise fail(str(problem)) from None
+    output = common.output
+    output.print(_metric_table(run.rows))
+    aggregate = bench.aggregate(run.scored)
+    if aggregate:
+        output.print(_aggregate_table(f"{options.benchmark} aggregate metrics", aggregate))
+    finish(run, predictions, bench, loaded, figures, options.published)
+    if run.aggregate:
+        output.print(_aggregate_table(f"{options.benchmark} leaderboard aggregate ({run.format})", run.aggregate))
+    for line in [*run.checks, *run.notes]:
+        output.print(line, highlight=False, soft_wrap=True, markup=False)
+    if out is not None and run.aggregate:
+        common.console.print(f"aggregate: {write_aggregate(run, out)}", highlight=False)
+    common.console.print(f"{len(run.rows)} predictions scored, {run.bad} bad record(s)", highlight=False)
+    raise typer.Exit(1 if run.bad else 0)
+
+
+def _scorers_of(bench: Benchmark, rule: str | None) -> tuple[str, ...]:
+    if rule is None:
+        return bench.scorers
+    if rule not in bench.rules:
+        known = ", ".join(bench.rules) or "none"
+        raise fail(f"the {bench.name} benchmark has no scoring rule {rule!r}; earlier revisions: {known}")
+    return bench.rules[rule]
+
+
+def _metric_table(rows: list[dict[str, Any]]) -> Table:
+    from ...evaluators.statistics import bootstrap_ci
+
+    table = Table(title="Scores (mean with 95% bootstrap CI)")
+    for column in ("metric", "n", "mean", "95% CI"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    numeric = {key for row in rows for key, value in row.items() if isinstance(value, int | float)}
+    metrics = sorted(numeric - {"epoch"})  # a row's epoch numbers its run, it is no score
+    for metric in metrics:
+        values = [float(row[metric]) for row in rows if isinstance(row.get(metric), int | float)]
+        mean, low, high = bootstrap_ci(values)
+        table.add_row(metric, str(len(values)), f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]")
+    return table
+
+
+def _aggregate_table(title: str, metrics: dict[str, Any]) -> Table:
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in metrics.items():
+        table.add_row(name, "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
