@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 AGENT_HEADER = "X-Compare-Agent"
 # 402 rather than 429: OpenAI-based clients retry 429 on their own; an exhausted budget must stop them.
 BUDGET_STATUS = HTTPStatus.PAYMENT_REQUIRED
+REQUEST_MAX_BYTES = 64 << 20  # a framework's request body; a larger one is not read (a 400 answers it)
 
 
 class GatewayError(Exception):
@@ -228,7 +229,11 @@ def _handler_for(gateway: GatewayServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(HTTPStatus.OK, response_to_openai(response, name))
 
         def _read_json(self) -> Any:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            length = self.headers.get("Content-Length") or "0"
+            if not length.isdigit() or int(length) > REQUEST_MAX_BYTES:
+                self.close_connection = True  # its body stays unread
+                return None
+            raw = self.rfile.read(int(length))
             try:
                 return json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError):

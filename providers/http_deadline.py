@@ -111,6 +111,55 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
+REPLY_MAX_BYTES = 16 << 20  # one reply's body: a completion is kilobytes; 100 MB took the runner to 1.5 GB
+
+
+class ReplyTooLarge(httpx.TransportError):
+    """A reply whose body passed REPLY_MAX_BYTES: reading stopped there (not retried, `transport_error`)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"the reply is larger than {REPLY_MAX_BYTES >> 20} MB; refused before parsing")
+
+
+class _CappedBody(httpx.SyncByteStream):
+    """A reply body that fails once more than REPLY_MAX_BYTES arrived (as sent, before decompression)."""
+
+    def __init__(self, stream: typing.Any) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        received = 0
+        for chunk in self._stream:
+            received += len(chunk)
+            if received > REPLY_MAX_BYTES:
+                raise ReplyTooLarge()
+            yield chunk
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+class _CappedTransport(httpx.BaseTransport):
+    """The client's transport, with every reply body capped (the OpenRouter SDK reads bodies itself)."""
+
+    def __init__(self, transport: httpx.BaseTransport) -> None:
+        self._transport = transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._transport.handle_request(request)
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > REPLY_MAX_BYTES:
+            response.close()
+            raise ReplyTooLarge()
+        response.stream = _CappedBody(response.stream)
+        return response
+
+    def close(self) -> None:
+        self._transport.close()
+
+
 def deadline_client(**options: typing.Any) -> httpx.Client:
     """A thread-safe httpx client whose requests obey `deadline(...)`; no timeouts of its own. Proxies
     from the environment (HTTPS_PROXY, ...) are honoured as by any httpx client.
@@ -124,6 +173,8 @@ def deadline_client(**options: typing.Any) -> httpx.Client:
         if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
             raise RuntimeError("httpx's transport changed: cannot install the deadline network backend")
         pool._network_backend = _DeadlineBackend()
+    client._transport = _CappedTransport(client._transport)
+    client._mounts = {pattern: _CappedTransport(t) if t else t for pattern, t in client._mounts.items()}
     if not callable(getattr(client, "_transport_for_url", None)):  # `post_json` sends through it
         raise RuntimeError("httpx's client changed: no _transport_for_url to send a request through")
     return client
@@ -139,10 +190,21 @@ def post_json(client: httpx.Client, url: str, body: object, headers: dict[str, s
     response = client._transport_for_url(request.url).handle_request(request)
     response.request = request
     try:
-        response.read()
+        response._content = _decoded_body(response)  # what Response.read() sets, with a cap on what it holds
     finally:
         response.close()
     return response
+
+
+def _decoded_body(response: httpx.Response) -> bytes:
+    """The body after decompression, at most REPLY_MAX_BYTES of it (a gzip bomb stays small on the wire)."""
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > REPLY_MAX_BYTES:
+            raise ReplyTooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @functools.lru_cache(maxsize=256)
@@ -198,7 +260,9 @@ def status_error(status: int, text: str, retry_after_s: float | None = None, cod
 
 
 def transport_error(error: Exception, key: str | None) -> ModelError:
-    """A ModelError for a timeout or a lost connection (both retryable)."""
+    """A ModelError for a timeout or a lost connection (both retryable); a reply too large is not retried."""
+    if isinstance(error, ReplyTooLarge):
+        return ModelError(f"malformed completion response: {error}", retryable=False, kind="malformed")
     if isinstance(error, httpx.TimeoutException):
         return ModelError(f"timed out ({type(error).__name__}: {error})", retryable=True, kind="timeout")
     return ModelError(
