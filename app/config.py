@@ -19,7 +19,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ..compare.benchmark import BENCHMARKS
 from ..compare.limits import RateLimit
@@ -50,7 +50,12 @@ class CacheSettings(BaseModel):
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    workflows: list[str] = Field(default_factory=lambda: ["tool_use"])
+    # The systems under test (`workflows:` is the key's old name, still read) and their parameters by system
+    # (`--system-arg NAME.KEY=VALUE`, or `systems: {NAME: {args: {KEY: VALUE}}}`).
+    systems: list[str] = Field(
+        default_factory=lambda: ["tool_use"], validation_alias=AliasChoices("systems", "workflows")
+    )
+    system_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
     models: list[str] = Field(default_factory=lambda: ["local"])
     models_file: str | None = None  # a YAML alias table of your own, over configs/models.yaml
     benchmark: str = "bundled"
@@ -82,6 +87,11 @@ class RunConfig(BaseModel):
     executor: Literal["thread", "process", "ray"] = "thread"  # where units run (`app/executors.py`)
     workers: int | None = Field(default=None, ge=1, strict=True)  # `--executor process`: None = one per core
     ray_address: str | None = None  # `--executor ray`: a cluster to join; None starts a local one
+
+    @property
+    def workflows(self) -> list[str]:
+        """The old name of `systems`."""
+        return self.systems
 
     def benchmark_options(self) -> dict[str, Any]:
         """The settings a benchmark may use (`Benchmark.__init__`)."""
@@ -136,13 +146,13 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 def load_run_config(config_file: Path | None, overrides: dict[str, Any]) -> RunConfig:
     """defaults.yaml < the benchmark's harness (`Benchmark.harness`) < config file < flags
     (flags given as None are not set). Plugins are imported first: they may add the benchmark."""
-    settings = read_yaml(shipped="defaults.yaml")
     source = "configs/defaults.yaml"
-    user = read_yaml(config_file) if config_file is not None else {}
-    flags = {k: v for k, v in overrides.items() if v is not None}
+    settings = named_systems(read_yaml(shipped="defaults.yaml"), source)
+    user = named_systems(read_yaml(config_file), str(config_file)) if config_file is not None else {}
+    flags = named_systems({k: v for k, v in overrides.items() if v is not None}, "the flags")
     load_plugins(flags.get("plugins", user.get("plugins", settings.get("plugins"))) or [])
     benchmark = flags.get("benchmark", user.get("benchmark", settings.get("benchmark")))
-    settings = merge(settings, benchmark_harness(benchmark))
+    settings = merge(settings, named_systems(benchmark_harness(benchmark), f"the {benchmark} harness"))
     if config_file is not None:
         settings = merge(settings, user)
         source = str(config_file)
@@ -152,6 +162,28 @@ def load_run_config(config_file: Path | None, overrides: dict[str, Any]) -> RunC
     except ValidationError as invalid:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in invalid.errors())
         raise ConfigError(f"invalid configuration (from {source} and flags): {problems}") from invalid
+
+
+def named_systems(layer: dict[str, Any], source: str) -> dict[str, Any]:
+    """One layer of the configuration with its systems under `systems:` (`workflows:`, the old name, read as it),
+    and `systems: {NAME: {args: {...}}}` read as the names and their `system_args`."""
+    layer = dict(layer)
+    if "workflows" in layer:
+        if "systems" in layer:
+            raise ConfigError(f"{source}: give `systems:` or its old name `workflows:`, not both")
+        layer["systems"] = layer.pop("workflows")
+    systems = layer.get("systems")
+    if isinstance(systems, dict):
+        args: dict[str, Any] = {}
+        for name, spec in systems.items():
+            given = {} if spec is None else spec
+            if not isinstance(given, dict) or set(given) - {"args"} or not isinstance(given.get("args", {}), dict):
+                raise ConfigError(f"{source}: systems.{name}: expected nothing or {{args: {{KEY: VALUE, ...}}}}")
+            if given.get("args"):
+                args[str(name)] = given["args"]
+        layer["systems"] = [str(name) for name in systems]
+        layer["system_args"] = merge(layer.get("system_args") or {}, args)
+    return layer
 
 
 def benchmark_harness(name: Any) -> dict[str, Any]:

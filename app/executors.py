@@ -44,7 +44,7 @@ from ..compare.benchmark import create_benchmark
 from ..compare.context import EndpointFactory
 from ..compare.model import ModelConfig
 from ..compare.runlog import CALLS_FILE, RunLogWriter, SpentCall
-from ..compare.system import create_system, prepare_systems
+from ..compare.system import create_system, prepare_systems, system_name
 from ..compare.task import Task
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
@@ -135,7 +135,10 @@ class WorkerPlan:
             config=config,
             benchmark=create_benchmark(config.benchmark, config.tasks_path, **config.benchmark_options()),
             tasks=self.tasks,
-            systems={name: create_system(name) for name in dict.fromkeys(s for s, _, _ in self.units)},
+            systems={
+                label: create_system(system_name(label), config.system_args.get(system_name(label)))
+                for label in dict.fromkeys(s for s, _, _ in self.units)
+            },
             models=self.models,
             run_dir=Path(self.run_dir),
             judge=self.judge,

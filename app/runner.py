@@ -45,7 +45,15 @@ from ..compare.runlog import (
     read_records,
     redact_credentials,
 )
-from ..compare.system import System, create_system, prepare_systems, system_names
+from ..compare.system import (
+    System,
+    SystemArgsError,
+    create_system,
+    described_system,
+    prepare_systems,
+    system_label,
+    system_names,
+)
 from ..compare.task import Task
 from ..compare.trace import Trace, utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
@@ -110,9 +118,9 @@ def plan_run(config: RunConfig) -> RunPlan:
 
 def _systems_and_tasks(config: RunConfig) -> tuple[dict[str, System], Benchmark, list[Task]]:
     try:
-        systems = {name: create_system(name) for name in _system_list(config.workflows)}
+        systems = _created_systems(config)
         benchmark = create_benchmark(config.benchmark, config.tasks_path, **config.benchmark_options())
-    except (RegistryError, BenchmarkError) as problem:
+    except (RegistryError, BenchmarkError, SystemArgsError) as problem:
         raise ConfigError(str(problem)) from problem
     return systems, benchmark, _select_tasks(config, benchmark)
 
@@ -133,6 +141,17 @@ def plan_replay(source: str, out: str | None, **given: str | None) -> RunPlan:
     systems, benchmark, tasks = _systems_and_tasks(config)
     judge = ModelConfig.model_validate(recorded.judge["model"]) if recorded.judge else None
     return RunPlan(config, benchmark, tasks, systems, list(recorded.models), run_dir, judge, replay=log)
+
+
+def _created_systems(config: RunConfig) -> dict[str, System]:
+    """The run's systems, each built with its arguments, under its label (`reflection[max_revisions=1]`)."""
+    names = _system_list(config.systems)
+    strays = sorted(set(config.system_args) - set(names))
+    if strays:
+        running = ", ".join(names)
+        raise ConfigError(f"arguments for system(s) {', '.join(strays)}, which this run does not run ({running})")
+    args = config.system_args
+    return {system_label(name, args.get(name)): create_system(name, args.get(name)) for name in names}
 
 
 def _system_list(requested: list[str]) -> list[str]:
@@ -205,7 +224,7 @@ def build_manifest(plan: RunPlan) -> Manifest:
         config=plan.config.model_dump(mode="json"),  # credentials are redacted by the writer
         models=plan.models,
         budgets=plan.config.budgets,
-        systems={name: system.describe() for name, system in plan.systems.items()},
+        systems={name: described_system(system) for name, system in plan.systems.items()},
         judge=_judge_description(plan.judge),
         benchmark=plan.config.benchmark,
         task_ids=[t.id for t in plan.tasks],

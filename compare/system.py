@@ -18,10 +18,13 @@ that cost is reported apart from every task's. What it returns goes into the man
 
 from __future__ import annotations
 
+import inspect
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .model import GenerationSettings, MeteredModel, ModelConfig, ModelProvider, RetrySettings, get_provider
@@ -40,6 +43,7 @@ class System(ABC):
     name: ClassVar[str]
     kind: ClassVar[str] = "workflow"  # one of SYSTEM_KINDS; `--workflows all` runs the "workflow" kind
     description: ClassVar[str] = ""  # one line for `compare systems`; the docstring's first line if empty
+    args: Mapping[str, Any] = MappingProxyType({})  # what it was built with (`create_system`): manifest, row label
 
     @abstractmethod
     def run(self, task: Task, ctx: RunContext) -> Answer:
@@ -116,8 +120,47 @@ def prepare_systems(
             described.setdefault(name, {}).setdefault("indexing", []).extend(built)
 
 
-def create_system(name: str) -> System:
-    return SYSTEMS.load(name)()
+class SystemArgsError(ValueError):
+    """A system argument (`--system-arg NAME.KEY=VALUE`, `systems: {NAME: {args: ...}}`) the system does not take."""
+
+
+def create_system(name: str, args: Mapping[str, Any] | None = None) -> System:
+    """The registered system `name`, built with `args` as keyword arguments of its class (its parameters)."""
+    cls = SYSTEMS.load(name)
+    args = dict(args or {})
+    takes = inspect.signature(cls).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes.values()):
+        unknown = sorted(set(args) - set(takes))
+        if unknown:
+            known = ", ".join(takes) or "none"
+            raise SystemArgsError(f"system {name} takes no argument {', '.join(unknown)} (its arguments: {known})")
+    if not args:
+        return cls()
+    try:
+        system = cls(**args)
+    except (TypeError, ValueError) as bad:  # a value of the wrong kind: the class says which
+        raise SystemArgsError(f"system {name} refused its arguments {args}: {bad}") from bad
+    system.args = args
+    return system
+
+
+def described_system(system: System) -> dict[str, Any]:
+    """What the manifest records of a system: its `describe()`, and the arguments it was built with."""
+    return system.describe() | ({"args": dict(system.args)} if system.args else {})
+
+
+def system_label(name: str, args: Mapping[str, Any] | None = None) -> str:
+    """The name a system's rows and records carry: `reflection`, or `reflection[max_revisions=1]` with arguments,
+    so that one system run with other arguments is never mistaken for itself."""
+    if not args:
+        return name
+    shown = (f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in sorted(args.items()))
+    return f"{name}[{','.join(shown)}]"
+
+
+def system_name(label: str) -> str:
+    """The registered name in a label (`system_label`)."""
+    return label.partition("[")[0]
 
 
 def system_names(kind: str | None = None) -> list[str]:
