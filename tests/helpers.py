@@ -502,3 +502,37 @@ def no_network() -> Iterator[list[str]]:
     finally:
         socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
         socket.getaddrinfo = real_getaddrinfo  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------- an MCP client (the official `mcp` SDK)
+
+
+def mcp_session_calls(
+    url: str, token: str, calls: list[tuple[str, dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Connect to a unit's MCP tools as any agent would (Streamable HTTP, the unit's bearer token), list
+    them, make `calls` in order; returns the listed tools and each call's {"text", "isError"}. Runs its
+    own event loop (call it from a thread without one, e.g. a system's `run`)."""
+    import asyncio
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60, trust_env=False) as client,
+            streamable_http_client(url, http_client=client) as (read, write, _),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            listed = [tool.model_dump() for tool in (await mcp.list_tools()).tools]
+            results = []
+            for name, arguments in calls:
+                result = await mcp.call_tool(name, arguments)
+                text = "\n".join(getattr(part, "text", "") for part in result.content)
+                results.append({"text": text, "isError": bool(result.isError)})
+            return listed, results
+
+    return asyncio.run(session())

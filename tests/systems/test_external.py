@@ -1,0 +1,200 @@
+"""External systems (systems/external.py): any command as an agent, run per unit as its own process group with
+the unit's wall time, its model calls through the metered gateway by the unit's token, its tool calls over MCP;
+killed with its children at the deadline; a killed agent is that unit's error and the run goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from data_agent_compare.app.runner import execute
+from data_agent_compare.compare import SYSTEMS, QuestionType
+from data_agent_compare.providers.scripted import tool_call_message
+from data_agent_compare.systems.external import ExternalSystemError, external_system, load_external_systems
+
+from helpers import load_tasks, make_plan, read_records, run_task
+
+# A scripted agent in the suite's own Python: it reads the question, asks the gateway's model (the unit's
+# token), calls the tool the model names over MCP, and answers; it also reports what was refused.
+SCRIPTED_AGENT = textwrap.dedent(
+    """
+    import asyncio, json, os
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    token, base = os.environ["DAC_TOKEN"], os.environ["DAC_MODEL_BASE_URL"]
+    auth = {"Authorization": f"Bearer {token}"}
+    question = open(os.environ["DAC_QUESTION_FILE"]).read()
+    bad = httpx.post(f"{base}/chat/completions", json={"model": "x", "messages": []}, headers={"Authorization": "x"})
+    report = {"env": sorted(os.environ), "model_without_token": bad.status_code}
+
+    def model(messages):
+        body = {"model": os.environ["DAC_MODEL"], "messages": messages}
+        return httpx.post(f"{base}/chat/completions", headers=auth, json=body, timeout=60).json()["choices"][0]
+
+    async def main():
+        async with (
+            httpx.AsyncClient(headers=auth, timeout=60) as client,
+            streamable_http_client(os.environ["DAC_MCP_URL"], http_client=client) as (read, write, _),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            messages = [{"role": "user", "content": question}]
+            while True:
+                message = model(messages)["message"]
+                messages.append(message)
+                if not message.get("tool_calls"):
+                    return message.get("content")
+                for call in message["tool_calls"]:
+                    name, arguments = call["function"]["name"], json.loads(call["function"]["arguments"])
+                    result = await mcp.call_tool(name, arguments)
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": result.content[0].text})
+                    if name == "answer":
+                        return None
+
+    report["text"] = asyncio.run(main())
+    if os.environ.get("REPORT_TO"):
+        open(os.environ["REPORT_TO"], "w").write(json.dumps(report))
+    """
+)
+
+
+@pytest.fixture
+def external() -> Iterator[list[str]]:
+    """Names of external systems a test defines, unregistered afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        SYSTEMS.unregister(name)
+
+
+def define(names: list[str], name: str, command: list[str], **options: object) -> str:
+    external_system(name, command, **options)  # type: ignore[arg-type]
+    names.append(name)
+    return name
+
+
+def factoid():
+    return next(t for t in load_tasks("bundled") if t.question_type == QuestionType.FACTOID)
+
+
+def test_scripted_agent_process_calls_the_gateway_and_the_mcp_tools_and_answers(
+    tmp_path, scripted_model, external, monkeypatch
+):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-must-not-leak")
+    script = tmp_path / "agent.py"
+    script.write_text(SCRIPTED_AGENT)
+    name = define(external, "test_scripted_external", ["{python}", str(script)])
+    replies = iter(
+        [
+            tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM Customers"}, "c1"),
+            tool_call_message("answer", {"answer": "50"}, "c2"),
+        ]
+    )
+    model = scripted_model(lambda request, context: next(replies))
+    record, trace, manifest = run_task(tmp_path, model, factoid(), name)
+
+    assert record["status"] == "completed", record["error"]
+    assert record["answer"]["text"] == "50"
+    steps = [(s["kind"], s.get("tool"), s["phase"]) for s in trace["steps"]]
+    assert steps == [
+        ("model_call", None, "decision"),
+        ("tool_call", "execute_sql", "execute"),
+        ("model_call", None, "generate"),
+        ("tool_call", "answer", "generate"),
+    ]
+    assert all(s["via_http"] for s in trace["steps"] if s["kind"] == "model_call")
+    assert manifest["systems"][name]["kind"] == "external"
+
+
+def test_scripted_agent_sees_only_its_own_variables_and_a_model_call_without_the_token_is_refused(
+    tmp_path, scripted_model, external, monkeypatch
+):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-must-not-leak")
+    script = tmp_path / "agent.py"
+    script.write_text(SCRIPTED_AGENT)
+    report_file = tmp_path / "report.json"
+    name = define(
+        external, "test_scripted_external_env", ["{python}", str(script)], env={"REPORT_TO": str(report_file)}
+    )
+    model = scripted_model(lambda request, context: tool_call_message("answer", {"answer": "50"}))
+    record, _, _ = run_task(tmp_path, model, factoid(), name)
+
+    assert record["status"] == "completed", record["error"]
+    report = json.loads(report_file.read_text())
+    assert report["model_without_token"] == 401
+    assert "OPENROUTER_API_KEY" not in report["env"] and "DAC_MCP_URL" in report["env"]
+    assert "OPENAI_API_KEY" in report["env"]  # the unit's token, under the name any OpenAI client reads
+
+
+def test_scripted_agent_whose_stdout_is_its_answer(tmp_path, scripted_model, external):
+    name = define(external, "test_scripted_echo", ["sh", "-c", "echo 50"])
+    model = scripted_model(lambda request, context: pytest.fail("this agent asks no model"))
+    record, _, _ = run_task(tmp_path, model, factoid(), name)
+    assert record["status"] == "completed" and record["answer"]["text"] == "50"
+
+
+def test_scripted_agent_that_hangs_is_killed_at_its_deadline_with_its_children(tmp_path, scripted_model, external):
+    child_pid = tmp_path / "child.pid"
+    hang = f"sleep 300 & echo $! > {child_pid}; sleep 300"
+    name = define(external, "test_scripted_hang", ["sh", "-c", hang])
+    model = scripted_model(lambda request, context: pytest.fail("no model"))
+    start = time.monotonic()
+    record, _, _ = run_task(tmp_path, model, factoid(), name, budgets={"wall_time_s": 1.5})
+
+    assert record["status"] == "time_limit", record["error"]
+    assert time.monotonic() - start < 20
+    pid = int(child_pid.read_text())
+    assert not _alive(pid), f"the agent's child {pid} outlived the deadline"
+
+
+def test_scripted_agent_killed_with_signal_9_is_that_units_error_and_the_run_goes_on(
+    tmp_path, scripted_model, external
+):
+    tasks = [t for t in load_tasks("bundled") if t.question_type == QuestionType.FACTOID][:2]
+    first = tasks[0].id
+    script = f'if [ "$DAC_TASK_ID" = "{first}" ]; then kill -9 $$; fi; echo 50'
+    name = define(external, "test_scripted_kill9", ["sh", "-c", script])
+    model = scripted_model(lambda request, context: pytest.fail("no model"))
+    plan = make_plan(tmp_path, tasks, model, [name])
+    execute(plan)
+
+    records = {r.task_id: r for r in read_records(plan.run_dir)}
+    assert records[first].status == "error" and "signal 9" in (records[first].error or "")
+    assert records[tasks[1].id].status == "completed"
+
+
+def test_external_systems_file_defines_systems_and_a_wrong_field_is_named(tmp_path, external):
+    good = tmp_path / "agents.yaml"
+    good.write_text(
+        'systems:\n  test_yaml_agent:\n    command: ["sh", "-c", "echo {model}"]\n    env: {A: "{token}"}\n'
+    )
+    external += load_external_systems(good)
+    assert SYSTEMS.load("test_yaml_agent").kind == "external"
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('systems:\n  test_yaml_bad:\n    command: ["run", "{question}"]\n')
+    with pytest.raises(ExternalSystemError, match=r"bad.yaml: system 'test_yaml_bad': field command: .*question"):
+        load_external_systems(bad)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("systems:\n  test_yaml_unknown:\n    command: [x]\n    comand: [y]\n")
+    with pytest.raises(
+        ExternalSystemError, match=r"unknown.yaml: system 'test_yaml_unknown': field 'comand' is unknown"
+    ):
+        load_external_systems(unknown)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+    return status not in ("Z", "X")
