@@ -31,6 +31,17 @@ def load_yaml(text: str) -> Any:
 
 
 def check_yaml(text: str) -> None:
+    try:
+        _count_nodes(text)
+    except yaml.YAMLError as error:  # libyaml's own nesting limit (1000 flow levels)
+        if "nesting depth" not in str(error):
+            raise
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise DocumentTooComplex(f"nested deeper than {MAX_DEPTH} levels{where}") from None
+
+
+def _count_nodes(text: str) -> None:
     anchors: dict[str, int] = {}
     stack: list[list[Any]] = []  # [anchor, nodes so far] of each open collection
     total = 0

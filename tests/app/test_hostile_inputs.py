@@ -1,0 +1,69 @@
+"""Inputs the second attack (issue 26) found crashing the suite or passing silently are refused before any
+model call: exit status 2, one line naming the file, record, field or flag, no traceback, no run directory."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from data_agent_compare.app.cli import app
+
+from helpers import FIXTURES
+
+runner = CliRunner()
+# an endpoint nobody listens on: any model call would fail, so exit 2 proves none was made
+NEVER_CALLED = ["--models", "openai-compatible:never-called", "--base-url", "http://127.0.0.1:9/v1"]
+DEEP = 20_000
+
+
+def compare(*flags: str) -> object:
+    return runner.invoke(app, list(flags))
+
+
+def refused(result, *named: str) -> None:
+    """Exit 2, every name in the message, no traceback."""
+    assert result.exit_code == 2, result.output
+    for name in named:
+        assert name in result.output, (name, result.output)
+    assert "Traceback" not in result.output and "RecursionError" not in result.output
+
+
+def alias_bomb() -> str:
+    """466 bytes of YAML whose aliases expand to 9**9 values ("billion laughs")."""
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+    return "\n".join(lines) + "\nmodels: {}\n"
+
+
+def test_a_yaml_alias_bomb_in_a_models_file_is_refused_naming_the_file(tmp_path):
+    models = tmp_path / "models.yaml"
+    models.write_text(alias_bomb())
+    config = tmp_path / "run.yaml"
+    config.write_text(f"models_file: {models}\n")
+    out = tmp_path / "run"
+    result = compare("--config", str(config), *NEVER_CALLED, "--out", str(out))
+    refused(result, "models.yaml", "aliases")
+    assert not out.exists()  # no manifest (it was 99 MB)
+
+
+def test_a_config_file_nested_20000_deep_is_refused_naming_the_file(tmp_path):
+    config = tmp_path / "deep.yaml"
+    config.write_text("budgets: " + "[" * DEEP + "]" * DEEP + "\n")
+    out = tmp_path / "run"
+    refused(compare("--config", str(config), *NEVER_CALLED, "--out", str(out)), "deep.yaml", "nested deeper")
+    assert not out.exists()
+
+
+def test_a_task_record_nested_20000_deep_is_refused_naming_file_and_line(tmp_path):
+    folder = tmp_path / "fdabench"
+    folder.mkdir()
+    lines = (FIXTURES / "fdabench/test_multichoice.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    deep = json.dumps(record)[:-1] + ', "extra": ' + "[" * DEEP + "]" * DEEP + "}"
+    (folder / "test_multichoice.jsonl").write_text(lines[0] + "\n" + deep + "\n")
+    out = tmp_path / "run"
+    flags = ["--benchmark", "fdabench", "--tasks-path", str(folder), "--out", str(out)]
+    refused(compare(*flags, *NEVER_CALLED), "test_multichoice.jsonl:2", "nested deeper")
+    assert not out.exists()
