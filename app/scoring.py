@@ -7,15 +7,24 @@ names one, the scores, and the publisher's own figure for that entry when the fi
 `--out FILE`, written to `FILE.aggregate.json`. When the publisher's figure is known — in the file
 (DBGorilla's `average_ast_score`), in `KNOWN_FIGURES` (a leaderboard row, by the file's SHA-256) or
 given with `--published` — the output says whether ours reproduces it.
+
+The means table (`metric_table`) is over tasks: a task's predictions (its runs or epochs) are averaged first
+and the 95% bootstrap interval resamples tasks, so repeating a task is never counted as more evidence; it
+says how its mean relates to the benchmark's own aggregate (`Benchmark.aggregate_rule`). Scorers that measure
+the run itself (`Benchmark.run_scorers`: tool success) are not applied to predictions made elsewhere. The
+aggregate is printed at the leaderboard's precision (`Benchmark.published_digits`), an unrounded value beside.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rich.table import Table
 
 from ..compare.benchmark import Benchmark
 from ..compare.scorer import score
@@ -79,7 +88,9 @@ def read_inputs(
 def score_predictions(
     run: ScoreRun, predictions: list[Prediction], bench: Benchmark, scorers: tuple[str, ...], out: Path | None, say: Any
 ) -> None:
-    """Score each prediction (rows written to `out` as they come), then the aggregate."""
+    """Score each prediction (rows written to `out` as they come), then the aggregate; the scorers that
+    measure a run of ours (`Benchmark.run_scorers`) are left out: nothing of the run is here."""
+    scorers = prediction_scorers(bench, scorers)
     epochs: dict[str, int] = {}
     with out.open("w", encoding="utf-8") if out is not None else _NoSink() as sink:
         for prediction in predictions:
@@ -153,3 +164,69 @@ def write_aggregate(run: ScoreRun, out: Path) -> Path:
     payload = {"format": run.format, "aggregate": run.aggregate, "published": run.checks, "notes": run.notes}
     target.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return target
+
+
+def prediction_scorers(bench: Benchmark, scorers: tuple[str, ...]) -> tuple[str, ...]:
+    """The scorers that judge a prediction made elsewhere: all but those measuring a run of ours."""
+    return tuple(name for name in scorers if name not in bench.run_scorers)
+
+
+NOT_SCORES = {"epoch", "run"}  # a row's epoch and run number it; they are no score
+
+
+def metric_table(rows: list[dict[str, Any]], bench: Benchmark) -> tuple[Table, list[str]]:
+    """Every score's mean over tasks (a task's runs averaged first) with a 95% bootstrap interval over tasks,
+    and the lines that say how these means relate to the benchmark's own aggregate."""
+    from ..evaluators.statistics import bootstrap_ci  # numpy: only when scoring
+
+    table = Table(title="Scores (mean over tasks, 95% bootstrap CI over tasks)")
+    for column in ("metric", "tasks", "predictions", "mean", "95% CI"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    numeric = {key for row in rows for key, value in row.items() if _is_score(value)}
+    for metric in sorted(numeric - NOT_SCORES):
+        by_task = _task_means(rows, metric)
+        predictions = sum(_is_score(row.get(metric)) for row in rows)
+        mean, low, high = bootstrap_ci(list(by_task.values()))
+        interval = "–" if low != low else f"[{low:.3f}, {high:.3f}]"
+        table.add_row(metric, str(len(by_task)), str(predictions), f"{mean:.3f}", interval)
+    return table, _relation_lines(rows, bench)
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _task_means(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
+    values: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if _is_score(row.get(metric)):
+            values[row["task_id"]].append(float(row[metric]))
+    return {task: sum(v) / len(v) for task, v in values.items()}
+
+
+def _relation_lines(rows: list[dict[str, Any]], bench: Benchmark) -> list[str]:
+    tasks = {row["task_id"] for row in rows}
+    repeated = len(rows) > len(tasks)
+    runs = f" ({len(rows)} predictions: each task's runs averaged first, the interval resamples tasks)"
+    lines = [f"Means are over {len(tasks)} tasks{runs if repeated else ''}; every task weighs the same."]
+    if bench.aggregate_rule:
+        lines.append(f"The leaderboard aggregate below is the benchmark's own: {bench.aggregate_rule}; it can differ.")
+    return lines
+
+
+def aggregate_table(title: str, metrics: dict[str, Any], digits: int) -> Table:
+    """The aggregate at the leaderboard's precision; an unrounded value (named so) at full precision."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in metrics.items():
+        table.add_row(name, _shown(name, value, digits))
+    return table
+
+
+def _shown(name: str, value: Any, digits: int) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.6f}" if name.endswith("unrounded") else f"{value:.{digits}f}"
+    return str(value)

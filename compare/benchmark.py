@@ -16,12 +16,25 @@ outside a benchmark's own module asks which benchmark it is: the runner, `compar
     aggregate(scored)            benchmark-wide metrics `compare score` prints
     submission_aggregate(rows, tasks)  the leaderboard's own aggregate of scored rows (runs included)
     report_lines(records)        extra Markdown for the run summary (e.g. DAB's pass@k)
+
+What the reports show of it is declared here too, so reports name no benchmark and a plug-in benchmark
+gets the same treatment as a built-in one:
+
+    primary_metric               its headline metric (`ReportMetric`): the cross-benchmark overview's figure,
+                                 a column of summary.md when it is not the accuracy
+    summary_metrics              more per-row means for summary.md (after the accuracy)
+    report_tables                the comparison report's tables for it (`ReportTableSpec`, by kind)
+    published_digits             the places its leaderboard prints its aggregate at
+    aggregate_rule               how its leaderboard aggregates (said beside `compare score`'s means)
+    run_scorers                  scorers that measure the run itself (tool success), not an answer:
+                                 not applied to predictions made elsewhere
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -83,6 +96,41 @@ class PredictionFieldError(ValueError):
         self.field = field
 
 
+@dataclass(frozen=True)
+class ReportMetric:
+    """A per-record score the reports show: its title, and the score names it reads (the first a record has;
+    a name ending in "." is a family: one column per score of that prefix)."""
+
+    title: str
+    scores: tuple[str, ...]
+    question_type: str | None = None  # only the records of this question type
+    digits: int = 3
+
+
+ACCURACY = ReportMetric("accuracy", ("exact_match", "correct"))  # the scorers' names for a 0/1 verdict
+
+
+@dataclass(frozen=True)
+class ReportTableSpec:
+    """A table of the comparison report a benchmark asks for: `kind` names how the reports build it
+    (`reports.tables.TABLE_KINDS`: metrics, by_difficulty, model_by_workflow, workflow_by_difficulty,
+    pass_at_k, per_trajectory, trajectory_statistics, accuracy_by_level_with_cost, by_argument_count);
+    `metrics` are the scores it shows, where the kind takes any."""
+
+    kind: str
+    title: str
+    metrics: tuple[ReportMetric, ...] = ()
+    note: str = ""
+
+
+# What a benchmark that declares nothing gets: the tables every benchmark with levels and workflows supports
+GENERIC_TABLES = (
+    ReportTableSpec("by_difficulty", "By difficulty"),
+    ReportTableSpec("model_by_workflow", "Accuracy per model × workflow"),
+    ReportTableSpec("workflow_by_difficulty", "Accuracy per workflow × difficulty"),
+)
+
+
 class Benchmark(ABC):
     """Subclass, set `name` (and `scorers`), implement `load` and `tools`; register it with
     `@register_benchmark` or an entry point in `data_agent_compare.benchmarks`."""
@@ -93,6 +141,13 @@ class Benchmark(ABC):
     scorers: ClassVar[tuple[str, ...]] = ()
     rules: ClassVar[dict[str, tuple[str, ...]]] = {}  # earlier revisions of the official rule: their scorers
     harness: ClassVar[dict[str, Any]] = {}  # run settings (e.g. {"budgets": {"max_steps": 100}}) under flags
+    # What the reports show of it (module docstring)
+    primary_metric: ClassVar[ReportMetric] = ACCURACY
+    summary_metrics: ClassVar[tuple[ReportMetric, ...]] = ()
+    report_tables: ClassVar[tuple[ReportTableSpec, ...]] = GENERIC_TABLES
+    published_digits: ClassVar[int] = 3
+    aggregate_rule: ClassVar[str] = ""
+    run_scorers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, path: str | Path | None = None, **options: Any) -> None:
         """`path`: the benchmark's files; `options`: run settings a benchmark may use (`hints`,
@@ -159,7 +214,7 @@ class Benchmark(ABC):
 
     @classmethod
     def summary(cls) -> str:
-        return cls.description or (cls.__doc__ or "").strip().split("\n", 1)[0].strip()
+        return summary_line(cls)
 
 
 def walk_files(paths: Sequence[Path]) -> list[Path]:

@@ -42,16 +42,55 @@ OTHER = "other"  # wall time in no step: the system's own work
 
 
 class Usage(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0  # part of output_tokens, reported separately by some providers
-    cached_tokens: int = 0  # part of input_tokens served from the provider's prompt cache
-    cost_usd: float = 0.0
-    cost_source: Literal["provider", "price_table", "free", "mixed", "cached"] = "free"  # mixed: a sum over sources
+    """Tokens and cost of model calls. None is unknown (never 0): a published trajectory that recorded no
+    tokens, a provider that reported no cost. A sum with an unknown part is unknown (`plus`)."""
+
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    reasoning_tokens: int | None = 0  # part of output_tokens, reported separately by some providers
+    cached_tokens: int | None = 0  # part of input_tokens served from the provider's prompt cache
+    cost_usd: float | None = 0.0
+    # mixed: a sum over sources; unknown: nobody recorded what the calls cost (cost_usd is None)
+    cost_source: Literal["provider", "price_table", "free", "mixed", "cached", "unknown"] = "free"
+
+    @classmethod
+    def unknown(cls) -> Usage:
+        """Usage nobody recorded: tokens and cost unknown."""
+        return cls(
+            input_tokens=None,
+            output_tokens=None,
+            reasoning_tokens=None,
+            cached_tokens=None,
+            cost_usd=None,
+            cost_source="unknown",
+        )
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """Input + output tokens, the unknown parts counted as 0: for budgets, which only meet known usage."""
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    @property
+    def tokens_known(self) -> bool:
+        return self.input_tokens is not None and self.output_tokens is not None
+
+    @property
+    def cost_known(self) -> bool:
+        return self.cost_usd is not None
+
+    def plus(self, other: Usage) -> Usage:
+        """The sum of two usages: a part unknown in either is unknown; sources that differ are "mixed"."""
+        fields = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd")
+        summed = {name: _known_sum(getattr(self, name), getattr(other, name)) for name in fields}
+        if summed["cost_usd"] is None:
+            source = "unknown"
+        else:
+            source = self.cost_source if self.cost_source == other.cost_source else "mixed"
+        return Usage(**summed, cost_source=source)
+
+
+def _known_sum(first: float | None, second: float | None) -> float | None:
+    return None if first is None or second is None else first + second
 
 
 class FailedAttempt(BaseModel):
@@ -169,13 +208,13 @@ class RunWarning(BaseModel):
 
 
 class PhaseTotals(BaseModel):
-    latency_s: float = 0.0
+    latency_s: float | None = 0.0  # None: the steps' times were not recorded (`Trace.step_times_known`)
     model_calls: int = 0
     tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float = 0.0
+    input_tokens: int | None = 0  # None: some call of the phase recorded no tokens
+    output_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
+    cost_usd: float | None = 0.0  # None: some call of the phase has no known cost
 
 
 TRACE_SCHEMA_VERSION = 2  # 2: steps carry start_s (and model calls queue_s); phases by the rules of PhaseRules
@@ -198,21 +237,22 @@ class Trace(BaseModel):
     def model_calls(self) -> list[ModelCallStep]:
         return [s for s in self.steps if isinstance(s, ModelCallStep)]
 
+    # False when the steps' durations were not recorded (a published trajectory without its call logs): the
+    # wall time may be known, its split into phases is not
+    step_times_known: bool = True
     @property
     def tool_calls(self) -> list[ToolCallStep]:
         return [s for s in self.steps if isinstance(s, ToolCallStep)]
 
     def usage(self) -> Usage:
-        total = Usage()
-        for step in self.model_calls:
-            total.input_tokens += step.usage.input_tokens
-            total.output_tokens += step.usage.output_tokens
-            total.reasoning_tokens += step.usage.reasoning_tokens
-            total.cached_tokens += step.usage.cached_tokens
-            total.cost_usd += step.usage.cost_usd
-        sources = {step.usage.cost_source for step in self.model_calls}
-        total.cost_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "free")
-        return total
+        """The model calls' usage summed; a part some call did not record is unknown for the whole trace."""
+        calls = self.model_calls
+        if not calls:
+            return Usage()
+        total = calls[0].usage
+        for step in calls[1:]:
+            total = total.plus(step.usage)
+        return total.model_copy()
 
     def retries(self) -> int:
         """Attempts beyond the first, over all model calls."""
@@ -244,10 +284,8 @@ class Trace(BaseModel):
                 continue
             if isinstance(step, ModelCallStep):
                 bucket.model_calls += 1
-                bucket.input_tokens += step.usage.input_tokens
-                bucket.output_tokens += step.usage.output_tokens
-                bucket.reasoning_tokens += step.usage.reasoning_tokens
-                bucket.cost_usd += step.usage.cost_usd
+                for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost_usd"):
+                    setattr(bucket, name, _known_sum(getattr(bucket, name), getattr(step.usage, name)))
             else:
                 bucket.tool_calls += 1
         for name, seconds in phase_seconds(self.steps, self.wall_time_s).items():
@@ -266,6 +304,10 @@ def _intervals(steps: list[Step]) -> list[tuple[float, float, str, int]]:
         end = start + step.duration_s
         cursor = end
         queued = min(step.queue_s, step.duration_s) if isinstance(step, ModelCallStep) else 0.0
+        if not self.step_times_known:
+            for bucket in totals.values():
+                bucket.latency_s = None
+            return dict(totals)
         if queued > 0:
             intervals.append((start, start + queued, QUEUE, number))
         waits = _backoff_windows(step, start + queued, end) if isinstance(step, ModelCallStep) else []

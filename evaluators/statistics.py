@@ -2,10 +2,14 @@
 
 - `bootstrap_ci`: percentile bootstrap interval of a mean.
 - `paired_bootstrap`: the mean difference of two systems scored on the same tasks, its
-  interval, and a two-sided bootstrap p-value.
-- `mcnemar`: McNemar's test on paired correct/incorrect outcomes (exact or chi-square).
-- `sign_test`: the same test on per-task mean differences, for tasks run several times (epochs):
-  repeating a task must not count as more evidence than one task.
+  interval, and a two-sided bootstrap p-value (never below its resolution 1/(B+1); for fewer than
+  `BOOTSTRAP_MIN_TASKS` tasks a bootstrap has too few distinct resamples to give a p-value at all, and
+  the reports use the exact test alone).
+- `paired_exact`: the exact paired test that fits the data, named by what it is: exact McNemar when every
+  task has one 0/1 verdict per side, else the exact sign test on per-task mean differences (tasks run
+  several times: repeating a task must not count as more evidence than one task). Both are the exact
+  binomial test on the discordant tasks, at any n (no chi-square approximation).
+- `sign_test`: the discordant-task test itself, on given per-task differences.
 - `holm`: Holm–Bonferroni adjusted p-values of a family of tests (several pairwise comparisons).
 - `pass_at_k`: the unbiased pass@k estimator of Chen et al. (2021).
 - `stratified_mean`: mean per group, then the unweighted mean of the group means;
@@ -33,7 +37,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 MAX_DRAWS_PER_CHUNK = 2_000_000  # resample indices drawn at once, so large inputs stay within memory
-EXACT_BELOW = 25  # McNemar: exact binomial test below this many discordant pairs, chi-square from it on
+BOOTSTRAP_MIN_TASKS = 20  # fewer paired tasks: no bootstrap p-value (too few distinct resamples), exact test only
 LEVELS_RESAMPLED_AS_COUNTS = 16  # at most this many distinct values: resample counts per value (module docstring)
 
 
@@ -55,15 +59,14 @@ class PairedResult:
 
 
 @dataclass(frozen=True)
-class McNemarResult:
-    """b01: a wrong and b right; b10: a right and b wrong. `statistic` is min(b01, b10) for
-    the exact test and the continuity-corrected chi-square value otherwise."""
+class ExactTestResult:
+    """b01: tasks where b is better (a wrong and b right); b10: where a is better. `test` names it:
+    "exact McNemar" (one 0/1 verdict per task and side) or "exact sign test" (per-task means)."""
 
     b01: int
     b10: int
-    statistic: float
     p_value: float
-    method: Literal["exact", "chi2"]
+    test: Literal["exact McNemar", "exact sign test"]
 
 
 def _as_array(values: Sequence[float]) -> np.ndarray:
@@ -159,35 +162,30 @@ def _binomial_two_sided(successes: int, trials: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def mcnemar(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> McNemarResult:
-    """McNemar's test of whether systems a and b (same tasks, aligned) differ in accuracy.
-
-    Only discordant pairs count. With n = b01 + b10 < 25 the exact binomial test is used
-    (p = 2·P(X ≤ min(b01, b10)), X ~ Binomial(n, 1/2), capped at 1); otherwise the
-    chi-square statistic with continuity correction, (|b01 − b10| − 1)² / n, on one degree
-    of freedom (p = erfc(√(χ²/2))). No discordant pair: p = 1.
-    """
-    if len(a_correct) != len(b_correct):
-        raise ValueError(f"a and b must be aligned by task: {len(a_correct)} vs {len(b_correct)} outcomes")
-    b01 = sum(not a and bool(b) for a, b in zip(a_correct, b_correct, strict=True))
-    b10 = sum(bool(a) and not b for a, b in zip(a_correct, b_correct, strict=True))
-    return _discordant_test(b01, b10)
+def paired_exact(a: Sequence[float], b: Sequence[float], *, repeated: bool = False) -> ExactTestResult:
+    """The exact paired test of a vs b (aligned by task): exact McNemar when every value is one 0/1 verdict
+    (`repeated`: the values are means over a task's several trials, so they are not), else the exact sign
+    test on the per-task differences; ties count for neither side.
+    p = 2·P(X ≤ min(b01, b10)), X ~ Binomial(b01 + b10, 1/2), capped at 1; no discordant task: p = 1."""
+    first, second = _as_array(a), _as_array(b)
+    if len(first) != len(second):
+        raise ValueError(f"a and b must be aligned by task: {len(first)} vs {len(second)} values")
+    binary = not repeated and bool(np.isin(first, (0.0, 1.0)).all() and np.isin(second, (0.0, 1.0)).all())
+    result = sign_test(first - second)
+    return ExactTestResult(result.b01, result.b10, result.p_value, "exact McNemar" if binary else "exact sign test")
 
 
-def sign_test(differences: Sequence[float]) -> McNemarResult:
-    """McNemar's test on per-task differences a − b (each a mean over a task's epochs): the tasks
-    where b is better count as b01, those where a is better as b10, ties not at all. With one trial
-    per task and 0/1 scores this is McNemar's test exactly; with several, each task counts once."""
+def sign_test(differences: Sequence[float]) -> ExactTestResult:
+    """The exact sign test on per-task differences a − b: tasks where b is better count as b01, those where
+    a is better as b10, ties not at all (with 0/1 verdicts, McNemar's exact test)."""
     values = _as_array(differences)
-    return _discordant_test(int(np.count_nonzero(values < 0)), int(np.count_nonzero(values > 0)))
+    b01, b10 = int(np.count_nonzero(values < 0)), int(np.count_nonzero(values > 0))
+    return ExactTestResult(b01, b10, _binomial_two_sided(b01, b01 + b10), "exact sign test")
 
 
-def _discordant_test(b01: int, b10: int) -> McNemarResult:
-    discordant = b01 + b10
-    if discordant < EXACT_BELOW:
-        return McNemarResult(b01, b10, float(min(b01, b10)), _binomial_two_sided(b01, discordant), "exact")
-    chi2 = (abs(b01 - b10) - 1) ** 2 / discordant
-    return McNemarResult(b01, b10, chi2, math.erfc(math.sqrt(chi2 / 2)), "chi2")
+def bootstrap_p_resolution(resamples: int) -> float:
+    """The smallest p-value a bootstrap of `resamples` resamples can give: 1/(resamples + 1)."""
+    return 1 / (resamples + 1)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

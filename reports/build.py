@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..compare.benchmark import ReportTableSpec, benchmark_class
 from ..compare.model import ModelConfig
 from ..compare.runlog import RunLog
 from ..compare.trace import Trace
@@ -19,7 +20,7 @@ from .costs import amortised_cost_per_task, cost_per_task, index_shares
 from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_comparison
-from .significance import leader_line, ranked, significance_table
+from .significance import leader_line, ranked, ranking_figures, significance_table
 from .summary import SummaryRow, comparison_markdown, denominator_lines
 from .trajectories import trajectory_table
 
@@ -60,30 +61,10 @@ def _headline(data: ReportData) -> list[str]:
     lines = [
         f"{len(data.common_tasks)} tasks compared"
         + (f" (common to all {len(data.runs)} runs)" if len(data.runs) > 1 else "")
-        + f" · {pairs} system × model rows · {len(data.records)} records"
+        + f" · {pairs} system × model rows · {len(data.records)} units (task runs)"
     ]
-    scored = ranked(data)
-    if scored:
-        best = scored[0]
-        ci = "" if best.accuracy_ci is None else f" [{best.accuracy_ci[0]:.3f}, {best.accuracy_ci[1]:.3f}]"
-        tied = [f"{r.system}/{r.model}" for r in scored[1:] if r.accuracy == best.accuracy]
-        lines.append(
-            f"Most accurate: {best.system}/{best.model} {best.accuracy:.3f}{ci} (n={best.accuracy_n} tasks)"
-            + (f", tied with {_some(tied)} (the cheaper per task is named first)" if tied else "")
-        )
-        leader = leader_line(data)
-        if leader:
-            lines.append(leader)
-    spent, shares = [r for r in rows if r.tasks > r.unavailable], index_shares(data)
-    if spent:
-        cheapest = min(spent, key=lambda r: amortised_cost_per_task(r, shares))  # index building amortised
-        per_task, own = amortised_cost_per_task(cheapest, shares), cost_per_task(cheapest)
-        beside = f" (with its index building; ${own:.5f} for the tasks alone)" if per_task != own else ""
-        lines.append(f"Cheapest: {cheapest.system}/{cheapest.model} ${per_task:.5f} per task{beside}")
-        timed = [r for r in spent if r.mean_latency_s is not None]
-        fastest = min(timed, key=lambda r: r.mean_latency_s or 0.0) if timed else None
-        if fastest is not None:
-            lines.append(f"Fastest: {fastest.system}/{fastest.model} {fastest.mean_latency_s:.3f} s per task")
+    lines += _accuracy_lines(data)
+    lines += _cost_lines(data, rows)
     counts = {
         "errors": sum(r.errors for r in rows),
         "infrastructure errors": sum(r.infra_errors for r in rows),
@@ -92,6 +73,53 @@ def _headline(data: ReportData) -> list[str]:
     }
     lines.append("Counted apart: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
     return lines
+
+
+def _accuracy_lines(data: ReportData) -> list[str]:
+    """The most accurate row by the figure the ranking reads (the tasks every row has a verdict for), "tied"
+    meaning equal on those tasks, and its test against the runner-up."""
+    scored = ranked(data)
+    if not scored:
+        return []
+    figures = ranking_figures(data)
+    best = f"{scored[0].system}/{scored[0].model}"
+    accuracy, n, interval = figures[best]
+    ci = "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+    tied = [f"{r.system}/{r.model}" for r in scored[1:] if figures[f"{r.system}/{r.model}"][0] == accuracy]
+    shared = any(r.accuracy_n != n for r in scored)
+    on = f" on the {n} tasks every row has a verdict for" if shared else ""
+    lines = [
+        f"Most accurate{on}: {best} {accuracy:.3f}{ci} (n={n} tasks)"
+        + (f", tied with {_some(tied)} (the cheaper per task is named first)" if tied else "")
+    ]
+    leader = leader_line(data)
+    return lines + ([leader] if leader else [])
+
+
+def _cost_lines(data: ReportData, rows: list[SummaryRow]) -> list[str]:
+    """Cheapest among the rows whose every unit has a known cost (a row of unknown cost is never cheapest),
+    and fastest."""
+    spent, shares = [r for r in rows if r.units > r.unavailable], index_shares(data)
+    priced = [r for r in spent if amortised_cost_per_task(r, shares) is not None]
+    lines = []
+    if priced:
+        cheapest = min(priced, key=lambda r: amortised_cost_per_task(r, shares) or 0.0)  # index building amortised
+        per_task, own = amortised_cost_per_task(cheapest, shares), cost_per_task(cheapest)
+        beside = f" (with its index building; ${own:.5f} for the tasks alone)" if per_task != own else ""
+        lines.append(f"Cheapest: {cheapest.system}/{cheapest.model} ${per_task:.5f} per task{beside}")
+    unpriced = [f"{r.system}/{r.model}" for r in spent if r not in priced]
+    if unpriced:
+        lines.append(f"Cost unknown (not recorded; never counted as $0): {_some(unpriced)}")
+    timed = [r for r in spent if r.mean_latency_s is not None]
+    fastest = min(timed, key=lambda r: r.mean_latency_s or 0.0) if timed else None
+    if fastest is not None:
+        lines.append(f"Fastest: {fastest.system}/{fastest.model} {fastest.mean_latency_s:.3f} s per task")
+    return lines
+
+
+def _declared(data: ReportData, kind: str) -> list[ReportTableSpec]:
+    """The benchmark's declared tables of this kind."""
+    return [spec for spec in benchmark_class(data.benchmark).report_tables if spec.kind == kind]
 
 
 def _some(names: list[str], shown: int = 3) -> str:
@@ -119,7 +147,7 @@ def assemble(data: ReportData, *, judge: ModelConfig | None = None, out: Path | 
     extra = [tables.indexing(data), significance_table(data), failures.failure_table(data)]
     extra += [judged_table(data, judged) if judged else None]
     extra += [failures.exploring_table(data, traces), failures.tool_profile(data)]
-    extra += [trajectory_table(data, traces)]  # DAB's Tables 5 and 6, when a run used DAB's tools
+    extra += [trajectory_table(data, traces, spec) for spec in _declared(data, "trajectory_statistics")]
     found |= {t.key: t for t in extra if t is not None}
     main_keys = [key for key in found if key not in ("overview", "phases", "significance")]
     failure_keys = ("failures", "judged_failures", "exploring", "tools")
@@ -286,7 +314,7 @@ def build_report(
     judge: ModelConfig | None = None,
 ) -> ReportFiles:
     """Build the report of one or several run directories into `out` (default: the only run directory);
-    with `judge`, wrong answers get DAB's judged failure modes. Raises ReportError for input it cannot read.
+    with `judge`, wrong answers get their judged failure modes. Raises ReportError for input it cannot read.
     A run log already read (the end of a run hands over the one its summary read) is not read again."""
     given = list(run_dirs)
     dirs = [run.run_dir if isinstance(run, RunLog) else Path(run) for run in given]

@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterable
 
 from pydantic import BaseModel, Field
 
+from ..compare.benchmark import ReportMetric
 from ..compare.runlog import ResultRecord
 from ..evaluators.statistics import bootstrap_ci
-from .summary import judged, per_task, ran
+from .summary import judged, per_task, ran, reader
 
 Metric = Callable[[ResultRecord], float | None]
 TEXT_LIMIT = 600  # characters of a model's text, a tool's arguments or result kept per step
@@ -103,6 +104,28 @@ def plain(value: float | None, digits: int = 3, link: dict[str, str] | None = No
 
 def score(name: str) -> Metric:
     return lambda record: record.scores.get(name)
+
+
+def expand(metrics: Iterable[ReportMetric], records: list[ResultRecord]) -> list[ReportMetric]:
+    """The metrics with every family (a score name ending in ".") replaced by one metric per score of that
+    prefix the records carry, titled by the family's title with the rest of the name in it ("{} EM")."""
+    found = []
+    for metric in metrics:
+        families = [name for name in metric.scores if name.endswith(".")]
+        if not families:
+            found.append(metric)
+            continue
+        names = sorted({n for r in records for n in r.scores if any(n.startswith(f) for f in families)})
+        for name in names:
+            rest = next(name.removeprefix(f) for f in families if name.startswith(f))
+            found.append(ReportMetric(metric.title.format(rest), (name,), metric.question_type, metric.digits))
+    return found
+
+
+def present(metric: ReportMetric, records: list[ResultRecord]) -> bool:
+    """Some record has a value of the metric."""
+    read = reader(metric)
+    return any(read(record) is not None for record in records)
 
 
 def has_score(records: Iterable[ResultRecord], name: str) -> bool:

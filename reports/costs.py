@@ -11,7 +11,8 @@ cost-vs-quality chart use `amortised_cost_per_task`:
   record its own run's share;
 - an index read from the cache is charged what building it cost (the report's `built`), so a second run
   is not cheaper than the first; a build that failed is charged what it spent;
-- the per-task-only figure (`cost_per_task`, what the records hold) is shown beside it.
+- the per-task-only figure (`cost_per_task`, what the records hold) is shown beside it;
+- a row with a unit whose cost is unknown (an imported trajectory) has no cost per task: unknown, never $0.
 """
 
 from __future__ import annotations
@@ -52,11 +53,15 @@ def index_shares(data: ReportData) -> dict[tuple[str, str], float]:
     return charged
 
 
-def cost_per_task(row: SummaryRow) -> float:
-    """The records' own mean cost per task (no index building)."""
-    return row.total_cost_usd / max(1, row.tasks - row.unavailable)
+def cost_per_task(row: SummaryRow) -> float | None:
+    """The records' own mean cost per task (a task's epochs averaged first; no index building); None when
+    some unit's cost is unknown: a mean over the known part would make the row look cheaper than it was."""
+    return row.cost_per_task_usd if row.cost_complete else None
 
 
-def amortised_cost_per_task(row: SummaryRow, shares: Mapping[tuple[str, str], float]) -> float:
-    """Mean cost per task with the row's index cost amortised over its tasks (module docstring)."""
-    return (row.total_cost_usd + shares.get((row.system, row.model), 0.0)) / max(1, row.tasks - row.unavailable)
+def amortised_cost_per_task(row: SummaryRow, shares: Mapping[tuple[str, str], float]) -> float | None:
+    """Mean cost per task with the row's index cost amortised over its tasks (module docstring); None when
+    some unit's cost is unknown."""
+    own = cost_per_task(row)
+    # the per-task figure is one run of a task (epochs averaged), so the index is spread over the units that ran
+    return None if own is None else own + shares.get((row.system, row.model), 0.0) / max(1, row.units - row.unavailable)

@@ -18,7 +18,7 @@ from .cells import ReportTable, answer_text
 from .failures import failure_mode
 from .judged import Verdict
 from .runs import ReportData
-from .summary import PHASES, correctness
+from .summary import PHASES, correctness, phase_latency
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
 MIN_SECRET_LENGTH = 8  # shorter values ("1", "true") would mask ordinary text
@@ -53,7 +53,7 @@ def result_row(record: ResultRecord) -> dict[str, Any]:
         "correct": correctness(record),
         "answer": answer_text(record),
         "gold": ", ".join(record.gold) if isinstance(record.gold, list) else record.gold,
-        "cost_usd": record.usage.cost_usd,
+        "cost_usd": record.usage.cost_usd,  # empty when unknown (null in Parquet), never 0
         "input_tokens": record.usage.input_tokens,
         "output_tokens": record.usage.output_tokens,
         "reasoning_tokens": record.usage.reasoning_tokens,
@@ -66,9 +66,8 @@ def result_row(record: ResultRecord) -> dict[str, Any]:
         "scoring_error": record.scoring_error,
         "trace_file": record.trace_file,
     }
-    for phase in PHASES:
-        totals = record.latency_by_phase.get(phase)
-        row[f"latency_{phase}_s"] = totals.latency_s if totals else 0.0
+    for phase in PHASES:  # empty (null in Parquet) when the phases were not timed: unknown, not 0
+        row[f"latency_{phase}_s"] = phase_latency(record, phase)
     return row
 
 
@@ -121,14 +120,15 @@ def leaderboard(data: ReportData, tables: dict[str, ReportTable]) -> dict[str, A
 
         entries.append(
             {
-                **row.model_dump(include={"system", "model", "tasks", "completed", "errors", "infra_errors"}),
+                **row.model_dump(include={"system", "model", "tasks", "units", "completed", "errors", "infra_errors"}),
                 "budget_stops": row.stopped_by_budget,
                 "unavailable": row.unavailable,
                 "scoring_errors": row.scoring_errors,
                 "accuracy": interval("accuracy [95% CI]"),
                 "cost_usd_per_task": interval("cost $/task [95% CI]"),
                 "latency_s": interval("latency s [95% CI]"),
-                "total_cost_usd": row.total_cost_usd,
+                "total_cost_usd": row.total_cost_usd if row.cost_complete else None,  # null: some cost unknown
+                "cost_unknown_units": row.cost_unknown,
                 "tos": row.tos,
                 "rs": row.rs,
             }

@@ -102,7 +102,8 @@ def failure_table(data: ReportData) -> ReportTable:
         table.rows.append(cells)
     table.note = (
         "One mode per record, the first that applies: provider error, runtime error, budget stop, correct, no tool "
-        "call, malformed answer, wrong answer. `compare report --judge MODEL` adds DAB's judged modes of wrong answers."
+        "call, malformed answer, wrong answer. `compare report --judge MODEL` adds judged modes "
+        "of wrong answers (the DataAgentBench paper's)."
     )
     return table
 
@@ -142,7 +143,7 @@ def exploring_table(data: ReportData, traces: dict[tuple, Trace | None]) -> Repo
         table.rows.append(cells)
     table.note = (
         "Exploring: schema/table listing, catalogue introspection and sample queries (SELECT from one table "
-        "without a condition); answer calls count as neither. DAB found the best agents near 0.2."
+        "without a condition); answer calls count as neither. The DataAgentBench paper found the best agents near 0.2."
     )
     return table
 

@@ -206,7 +206,8 @@ def judge_failures(
 def judged_table(data: ReportData, judged: JudgedFailures) -> ReportTable:
     """Wrong answers per system × model by judged root cause."""
     columns = ["system", "model", "wrong answers", *JUDGED_MODES, "not judged"]
-    table = ReportTable(key="judged_failures", title="Why answers were wrong (LLM judge, DAB's modes)", columns=columns)
+    title = "Why answers were wrong (LLM judge, the DataAgentBench paper's modes)"
+    table = ReportTable(key="judged_failures", title=title, columns=columns)
     by_pair: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for record in data.records:
         verdict = judged.verdicts.get(record.key)

@@ -14,7 +14,7 @@ Each is readable without colour: points differ by shape, lines by dash. The char
 - latency per task (log scale) beside each phase's share of it;
 - accuracy by difficulty with 95% intervals, one panel per level;
 - tool F1 (TF) and TOS per system, one panel per metric;
-- DAB's pass@k curves, one panel per system.
+- pass@k curves, one panel per system, for a benchmark that declares a pass@k table.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 import altair as alt
 import vl_convert
 
+from ..compare.benchmark import benchmark_class
 from ..evaluators.dab import pass_at_k_table
 from .cells import has_score, mean_cell, score
 from .costs import amortised_cost_per_task, cost_per_task, index_shares
@@ -77,10 +78,14 @@ def spans_decades(values: list[float]) -> bool:
 
 
 def cost_quality(data: ReportData) -> Figure | None:
-    rows = [r for r in data.summary() if r.accuracy is not None]
+    """Cost vs accuracy of the rows whose cost is known (a row of unknown cost is neither drawn at $0 nor on
+    the frontier: the subtitle names how many are left out)."""
+    shares = index_shares(data)
+    accurate = [r for r in data.summary() if r.accuracy is not None]
+    rows = [r for r in accurate if amortised_cost_per_task(r, shares) is not None]
     if not rows:
         return None
-    points, shares = [], index_shares(data)
+    points = []
     for r in rows:
         cost = amortised_cost_per_task(r, shares)  # index building amortised (reports/costs.py)
         point = {"row": _row_name(r.system, r.model), "model": r.model, "cost": cost, "accuracy": r.accuracy}
@@ -119,6 +124,8 @@ def cost_quality(data: ReportData) -> Figure | None:
     subtitle = "dashed: Pareto frontier, its rows labelled; hover any point for its row"
     if unlabelled:
         subtitle += f" ({unlabelled} frontier label(s) left to hover: no room)"
+    if len(rows) < len(accurate):
+        subtitle += f"; {len(accurate) - len(rows)} row(s) of unknown cost not drawn"
     chart = (line + marks + labels).properties(
         width=WIDTH, height=HEIGHT, title=alt.Title("Cost vs quality", subtitle=subtitle)
     )
@@ -184,7 +191,9 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 
 def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The points no other point beats on both cost (lower) and accuracy (higher)."""
+    """The points no other point beats on both cost (lower) and accuracy (higher); a point of unknown cost is
+    on no frontier."""
+    points = [p for p in points if p["cost"] is not None]
 
     def dominated(p: dict[str, Any]) -> bool:
         return any(
@@ -208,7 +217,7 @@ def phase_latency(data: ReportData) -> Figure | None:
         {"row": _row_name(r.system, r.model), "phase": phase, "order": i, "seconds": r.mean_latency_by_phase_s[phase]}
         for r in rows
         for i, phase in enumerate(PHASES)
-        if r.mean_latency_by_phase_s[phase] > 0
+        if (r.mean_latency_by_phase_s[phase] or 0.0) > 0  # None: not timed, not drawn
     ]
     if not values:
         return None
@@ -342,12 +351,13 @@ def tool_scores(data: ReportData) -> Figure | None:
     return Figure("tool_scores", "Tool F1 and TOS", _finish(chart))
 
 
-# ---------------------------------------------------------------- DAB pass@k
+# ---------------------------------------------------------------- pass@k
 
 
 def pass_at_k_curves(data: ReportData) -> Figure | None:
     """pass@k per system × model: one panel per system, a line per model (dash and shape tell them apart)."""
-    if data.benchmark != "dab":
+    declared = [s for s in benchmark_class(data.benchmark).report_tables if s.kind == "pass_at_k"]
+    if not declared:
         return None
     values = []
     for (system, model), rows in groups(data.records, lambda r: r.system, lambda r: r.model).items():
@@ -371,7 +381,8 @@ def pass_at_k_curves(data: ReportData) -> Figure | None:
     systems = sorted({v["system"] for v in values})
     widest = max(len(s) for s in systems) * CHAR_WIDTH
     chart = lines.facet(facet=alt.Facet("system:N", title=None), columns=3, spacing=max(16, widest - PANEL_WIDTH + 16))
-    chart = chart.properties(title=alt.Title("DAB pass@k (stratified average)", subtitle="one panel per system"))
+    title = f"{declared[0].title}: stratified average"
+    chart = chart.properties(title=alt.Title(title, subtitle="one panel per system"))
     return Figure("pass_at_k", "pass@k curves", _finish(chart))
 
 

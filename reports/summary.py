@@ -13,27 +13,42 @@ Built from the typed run log only (`compare.runlog`). Who counts in which mean:
 - A scorer that raised scored its metrics 0.0 (`compare.scorer`): such records stay in every mean and
   are counted as `scoring errors`.
 - With several epochs, a task's trials are averaged first: every mean, interval and paired test is
-  over tasks, so repeating a task never counts as more evidence than one task.
+  over tasks, so repeating a task never counts as more evidence than one task. "Tasks" are tasks; one run
+  of a task by one system × model (an epoch) is a "unit", and the status counts are units.
+- Unknown is not zero: a record whose tokens or cost nobody recorded (an imported trajectory) is left out
+  of that mean, which says its n; a row with any unknown cost has no total, no $ per correct, and is never
+  the cheapest (`cost_complete`).
 
-Accuracy is the benchmark's correctness metric (`exact_match`, or `correct` for DABstep/DAB) with a 95%
-bootstrap interval over tasks. Paired comparisons use the tasks both rows have a verdict for: a paired
-bootstrap of the per-task differences and McNemar's test (the sign test on per-task means, which is
-McNemar's test when each task ran once).
+Accuracy is the benchmark's correctness metric (`exact_match` or `correct`, whichever the records carry)
+with a 95% bootstrap interval over tasks. Paired comparisons use the tasks both rows have a verdict for: a
+paired bootstrap of the per-task differences and an exact paired test (`evaluators.statistics.paired_exact`:
+exact McNemar when each task ran once with a 0/1 verdict, else the exact sign test on per-task means),
+labelled by the test it is.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from statistics import fmean  # statistics.mean's exact fractions cost ~40× more
+from typing import NamedTuple
 
 from pydantic import BaseModel
 from rich.table import Table
 
+from ..compare.benchmark import ACCURACY, ReportMetric, benchmark_class
 from ..compare.model import REQUEST_FAULTS
 from ..compare.runlog import Manifest, ResultRecord
 from ..compare.trace import RunWarning
-from ..evaluators.statistics import bootstrap_ci, holm, paired_bootstrap, sign_test
+from ..evaluators.statistics import (
+    BOOTSTRAP_MIN_TASKS,
+    bootstrap_ci,
+    bootstrap_p_resolution,
+    holm,
+    paired_bootstrap,
+    paired_exact,
+)
 
 PHASES = ("decision", "execute", "retry", "generate", "queue", "backoff", "other")
 BUDGET_STATUSES = ("max_steps", "max_tokens", "time_limit")
@@ -42,7 +57,8 @@ BUDGET_STATUSES = ("max_steps", "max_tokens", "time_limit")
 class SummaryRow(BaseModel):
     system: str
     model: str
-    tasks: int  # records (task × epoch)
+    tasks: int  # distinct tasks
+    units: int = 0  # records: one run of one task (task × epoch); the status counts below are units
     completed: int
     errors: int  # the system failed
     refused: int = 0  # the provider refused what the system sent (context overflow, ...): failures, in the means
@@ -61,18 +77,29 @@ class SummaryRow(BaseModel):
     rs: float | None  # rubric score of reports (needs --judge)
     rouge_l: float | None
     mean_latency_s: float | None  # over the records that ran (not the unavailable ones)
-    mean_latency_by_phase_s: dict[str, float]
+    mean_latency_by_phase_s: dict[str, float | None]  # None: no record of the row has its phases timed
     mean_model_calls: float | None
     mean_tool_calls: float | None
-    mean_input_tokens: float | None
+    mean_input_tokens: float | None  # over the units whose tokens are known (tokens_n)
     mean_output_tokens: float | None
     mean_reasoning_tokens: float | None
-    total_cost_usd: float
-    cost_per_correct_usd: float | None  # total cost / correct trials
+    tokens_n: int = 0  # units (that ran) whose tokens were recorded
+    total_cost_usd: float | None  # the known costs summed; None when no unit's cost is known
+    cost_unknown: int = 0  # units whose cost nobody recorded: in no total and no cost mean
+    cost_per_task_usd: float | None = None  # mean over tasks (epochs averaged) of the known costs
+    cost_n: int = 0  # tasks behind cost_per_task_usd
+    cost_per_correct_usd: float | None  # total cost / correct trials; None when a cost is unknown
     retries: int = 0  # model-call attempts beyond the first (the retry policy at work), over all records
     provider_errors: int = 0  # failed attempts: every error a provider gave, retried or not
     backoff_s: float = 0.0  # total seconds slept between attempts (in no model latency)
     warnings: dict[str, int] = {}  # warning code -> records that carry it (the system skipped its main step)
+    # the benchmark's own metrics (`declared_metrics`): title -> (mean over tasks, tasks)
+    declared: dict[str, tuple[float | None, int]] = {}
+
+    @property
+    def cost_complete(self) -> bool:
+        """Every unit's cost is known: only then is the total a total (and the row a candidate for cheapest)."""
+        return self.cost_unknown == 0 and self.total_cost_usd is not None
 
 
 class IndexBuild(BaseModel):
@@ -136,11 +163,12 @@ class PairRow(BaseModel):
     tasks: int  # tasks both have a verdict for
     accuracy_difference: float  # first − second, mean over tasks
     difference_ci: tuple[float, float]
-    bootstrap_p: float
-    mcnemar_p: float  # the sign test on per-task means (McNemar's test when each task ran once)
+    bootstrap_p: float  # NaN below BOOTSTRAP_MIN_TASKS tasks: too few resamples for a p-value
+    exact_p: float  # the exact paired test (`paired_exact`)
+    exact_test: str = "exact sign test"  # which: "exact McNemar" (one 0/1 verdict per task) or "exact sign test"
     # Holm–Bonferroni adjusted over the pairs compared together (`pairwise`'s family): what "significant" reads
     bootstrap_p_holm: float = float("nan")
-    mcnemar_p_holm: float = float("nan")
+    exact_p_holm: float = float("nan")
     # Tasks each side has no verdict for because they ended `infra_error` (not in `tasks` above)
     first_infra_lost: int = 0
     second_infra_lost: int = 0
@@ -152,7 +180,7 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 def correctness(record: ResultRecord) -> float | None:
-    """The benchmark's correctness metric: `exact_match`, or `correct` (DABstep, DAB)."""
+    """The records' correctness metric: `exact_match`, else `correct` (the scorers' own names for it)."""
     return record.scores.get("exact_match", record.scores.get("correct"))
 
 
@@ -186,12 +214,54 @@ def summarize(records: list[ResultRecord], *, infra_errors_as_failures: bool = F
     groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
     for record in records:
         groups[(record.system, record.model)].append(record)
-    return [_row(s, m, rows, infra_errors_as_failures) for (s, m), rows in sorted(groups.items())]
+    metrics = declared_metrics(records[0].benchmark) if records else []
+    rows = [_row(s, m, rows, infra_errors_as_failures) for (s, m), rows in sorted(groups.items())]
+    for row in rows:
+        quality = judged(groups[(row.system, row.model)], infra_errors_as_failures)
+        row.declared = {m.title: _declared_mean(quality, m) for m in metrics}
+    return rows
 
 
-def _phase_latency(record: ResultRecord, phase: str) -> float:
+def declared_metrics(benchmark: str) -> list[ReportMetric]:
+    """The benchmark's own per-row means for summary.md: its primary metric when it is not the accuracy, then
+    its `summary_metrics` (`Benchmark`)."""
+    declared = benchmark_class(benchmark)
+    metrics = [] if declared.primary_metric == ACCURACY else [declared.primary_metric]
+    return metrics + [m for m in declared.summary_metrics if m not in metrics]
+
+
+def _declared_mean(records: list[ResultRecord], metric: ReportMetric) -> tuple[float | None, int]:
+    by_task = per_task(records, reader(metric))
+    return _mean(by_task.values()), len(by_task)
+
+
+def reader(metric: ReportMetric) -> Callable[[ResultRecord], float | None]:
+    """How to read a benchmark's declared metric from a record: its first score the record has, only on
+    records of its question type when it names one."""
+
+    def read(record: ResultRecord) -> float | None:
+        if metric.question_type is not None and record.question_type != metric.question_type:
+            return None
+        return next((record.scores[name] for name in metric.scores if name in record.scores), None)
+
+    return read
+
+
+def phase_latency(record: ResultRecord, phase: str) -> float | None:
+    """Seconds of the phase; None when the record's phases were not timed (no bucket has a latency)."""
+    if not record.latency_by_phase or all(t.latency_s is None for t in record.latency_by_phase.values()):
+        return None
     totals = record.latency_by_phase.get(phase)
-    return totals.latency_s if totals else 0.0
+    return (totals.latency_s or 0.0) if totals else 0.0
+
+
+def _known(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def cost_of(record: ResultRecord) -> float | None:
+    """The unit's cost in USD; None when nobody recorded it."""
+    return record.usage.cost_usd
 
 
 def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_failures: bool) -> SummaryRow:
@@ -206,13 +276,12 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         if task_levels[task]:
             by_level[task_levels[task]].append(value)
     interval = bootstrap_ci(list(accuracy_by_task.values())) if len(accuracy_by_task) > 1 else None
-    correct = sum(correctness(r) == 1.0 for r in quality)
-    total_cost = sum(r.usage.cost_usd for r in rows)
     statuses = [r.status for r in rows]
     return SummaryRow(
         system=system,
         model=model,
-        tasks=len(rows),
+        tasks=len({r.task_id for r in rows}),
+        units=len(rows),
         completed=statuses.count("completed"),
         errors=statuses.count("error"),
         refused=sum(s in REQUEST_FAULTS.values() for s in statuses),
@@ -231,19 +300,43 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         rs=_mean(per_task(quality, _score("rs")).values()),
         rouge_l=_mean(per_task(quality, _score("rougeL_f")).values()),
         mean_latency_s=_mean(r.latency_s for r in spent),
-        mean_latency_by_phase_s={p: _mean(_phase_latency(r, p) for r in spent) or 0.0 for p in PHASES},
+        mean_latency_by_phase_s={p: _mean(_known(phase_latency(r, p) for r in spent)) for p in PHASES},
         mean_model_calls=_mean(r.model_calls for r in spent),
         mean_tool_calls=_mean(len(r.tool_calls) for r in spent),
-        mean_input_tokens=_mean(r.usage.input_tokens for r in spent),
-        mean_output_tokens=_mean(r.usage.output_tokens for r in spent),
-        mean_reasoning_tokens=_mean(r.usage.reasoning_tokens for r in spent),
-        total_cost_usd=total_cost,
-        cost_per_correct_usd=total_cost / correct if correct else None,
+        **_token_means(spent),
+        **_costs(rows, quality),
         retries=sum(r.retries for r in rows),
         provider_errors=sum(r.provider_errors for r in rows),
         backoff_s=sum(r.backoff_s for r in rows),
         warnings=dict(sorted(Counter(w.code for r in rows for w in r.warnings).items())),
     )
+
+
+def _token_means(spent: list[ResultRecord]) -> dict[str, float | int | None]:
+    """Token means over the units whose tokens were recorded, and how many those are."""
+    known = [r for r in spent if r.usage.tokens_known]
+    return {
+        "mean_input_tokens": _mean(r.usage.input_tokens or 0 for r in known),
+        "mean_output_tokens": _mean(r.usage.output_tokens or 0 for r in known),
+        "mean_reasoning_tokens": _mean(_known(r.usage.reasoning_tokens for r in known)),
+        "tokens_n": len(known),
+    }
+
+
+def _costs(rows: list[ResultRecord], quality: list[ResultRecord]) -> dict[str, float | int | None]:
+    """Total, per task and per correct answer; unknown costs are in none of them (and make $ per correct unknown)."""
+    known = _known(cost_of(r) for r in rows)
+    unknown = len(rows) - len(known)
+    total = sum(known) if known else None
+    correct = sum(correctness(r) == 1.0 for r in quality)
+    by_task = per_task(ran(rows), cost_of)
+    return {
+        "total_cost_usd": total,
+        "cost_unknown": unknown,
+        "cost_per_task_usd": _mean(by_task.values()),
+        "cost_n": len(by_task),
+        "cost_per_correct_usd": total / correct if correct and total is not None and not unknown else None,
+    }
 
 
 def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = False) -> list[PairRow]:
@@ -257,6 +350,8 @@ def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = Fa
     for r in records:
         if r.status == "infra_error":
             infra[f"{r.system}/{r.model}"].add(r.task_id)
+    trials = Counter((f"{r.system}/{r.model}", r.task_id) for r in judged(records, infra_errors_as_failures))
+    repeated = {task for (_, task), count in trials.items() if count > 1}  # tasks with several trials
     pairs = []
     names = sorted(name for name, by_task in verdicts.items() if by_task)
     for i, first in enumerate(names):
@@ -266,7 +361,7 @@ def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = Fa
                 continue
             a = [verdicts[first][task] for task in common]
             b = [verdicts[second][task] for task in common]
-            paired = paired_bootstrap(a, b)
+            paired, exact = paired_bootstrap(a, b), paired_exact(a, b, repeated=bool(repeated & set(common)))
             pairs.append(
                 PairRow(
                     first=first,
@@ -274,8 +369,9 @@ def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = Fa
                     tasks=len(common),
                     accuracy_difference=paired.mean_difference,
                     difference_ci=(paired.low, paired.high),
-                    bootstrap_p=paired.p_value,
-                    mcnemar_p=sign_test([x - y for x, y in zip(a, b, strict=True)]).p_value,
+                    bootstrap_p=paired.p_value if len(common) >= BOOTSTRAP_MIN_TASKS else math.nan,
+                    exact_p=exact.p_value,
+                    exact_test=exact.test,
                     first_infra_lost=len(infra[first] - verdicts[first].keys()),
                     second_infra_lost=len(infra[second] - verdicts[second].keys()),
                 )
@@ -285,7 +381,7 @@ def pairwise(records: list[ResultRecord], *, infra_errors_as_failures: bool = Fa
 
 def with_holm(pairs: list[PairRow]) -> list[PairRow]:
     """The pairs with both p-values Holm–Bonferroni adjusted over these pairs (one family per test)."""
-    for field in ("bootstrap_p", "mcnemar_p"):
+    for field in ("bootstrap_p", "exact_p"):
         for pair, adjusted in zip(pairs, holm([getattr(p, field) for p in pairs]), strict=True):
             setattr(pair, f"{field}_holm", adjusted)
     return pairs
@@ -295,27 +391,51 @@ def comparisons(count: int) -> str:
     return f"{count} comparison" + ("" if count == 1 else "s")
 
 
+def format_p(p: float, resamples: int | None = None) -> str:
+    """A p-value as shown: "–" when not computed, "< 0.001" below what three decimals show, and a bootstrap's
+    never below its resolution 1/(B+1)."""
+    if p != p:
+        return "–"
+    floor = bootstrap_p_resolution(resamples) if resamples else 0.0
+    if p < 0.001 or p <= floor:
+        return f"< {max(0.001, floor):.3g}"
+    return f"{p:.3f}"
+
+
+BOOTSTRAP_RESAMPLES = 10_000  # what `paired_bootstrap` draws by default
+
+
+def exact_tests(pairs: list[PairRow]) -> str:
+    """The exact tests the pairs used, named as they are."""
+    return " / ".join(sorted({p.exact_test for p in pairs})) or "exact test"
+
+
 def pair_lines(pairs: list[PairRow]) -> list[str]:
     """summary.md's paired comparisons: raw and Holm-adjusted p side by side, the number of comparisons said."""
     lines = [
         f"## Paired comparisons ({comparisons(len(pairs))}, on the tasks both answered)",
         "",
         "| first | second | tasks | lost to infra errors | accuracy difference | 95% CI | bootstrap p (Holm) "
-        "| McNemar / sign test p (Holm) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| exact test | exact p (Holm) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in pairs:
-        ci = f"[{p.difference_ci[0]:+.3f}, {p.difference_ci[1]:+.3f}]"
+        low, high = p.difference_ci
+        ci = "–" if low != low else f"[{low:+.3f}, {high:+.3f}]"
+        boot = f"{format_p(p.bootstrap_p, BOOTSTRAP_RESAMPLES)} ({format_p(p.bootstrap_p_holm, BOOTSTRAP_RESAMPLES)})"
         lines.append(
             f"| {p.first} | {p.second} | {p.tasks} | {p.first_infra_lost} / {p.second_infra_lost} | "
-            f"{p.accuracy_difference:+.3f} | {ci} | {p.bootstrap_p:.3f} ({p.bootstrap_p_holm:.3f}) | "
-            f"{p.mcnemar_p:.3f} ({p.mcnemar_p_holm:.3f}) |"
+            f"{p.accuracy_difference:+.3f} | {ci} | {boot} | {p.exact_test} | "
+            f"{format_p(p.exact_p)} ({format_p(p.exact_p_holm)}) |"
         )
     lines += [
         "",
         f"Holm–Bonferroni: each p-value in brackets is adjusted over the {comparisons(len(pairs))} of this table "
-        "(one family per test); a difference is significant at 5% when its adjusted p < 0.05. 'Lost to infra "
-        "errors': tasks each side has no verdict for (the provider failed), left out of this pair's tasks.",
+        "(one family per test); a difference is significant at 5% when its adjusted p < 0.05. The exact test is "
+        "McNemar's exact test when each task has one 0/1 verdict per side, else the exact sign test on per-task "
+        f"means; below {BOOTSTRAP_MIN_TASKS} tasks no bootstrap p is computed (–) and the exact test alone decides. "
+        "'Lost to infra errors': tasks each side has no verdict for (the provider failed), left out of this "
+        "pair's tasks.",
     ]
     return lines
 
@@ -331,61 +451,93 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def _tokens(row: SummaryRow) -> str:
     if row.mean_input_tokens is None or row.mean_output_tokens is None:
         return "–"
-    return f"{row.mean_input_tokens:.0f}/{row.mean_output_tokens:.0f}"
+    known = f" (n={row.tokens_n})" if row.tokens_n < row.units - row.unavailable else ""
+    return f"{row.mean_input_tokens:.0f}/{row.mean_output_tokens:.0f}{known}"
 
 
+def _total_cost(row: SummaryRow) -> str:
+    """The total when every unit's cost is known; else the known part and how many units are unknown."""
+    if row.total_cost_usd is None:
+        return "–"
+    if row.cost_unknown:
+        return f"– ({row.total_cost_usd:.4f} known, {row.cost_unknown} unknown)"
+    return f"{row.total_cost_usd:.4f}"
+
+
+def _short_cost(row: SummaryRow) -> str:
+    return f"{row.total_cost_usd:.4f}" if row.cost_complete and row.total_cost_usd is not None else "–"
+
+
+class Column(NamedTuple):
+    """A column of summary.md; `short` names it in the terminal's table (None: summary.md only)."""
+
+    name: str
+    cell: Callable[[SummaryRow], str]
+    short: str | None = None
+
+
+# One list for summary.md and the terminal: the terminal gets the columns with a short name.
 COLUMNS = [
-    ("system", lambda r: r.system),
-    ("model", lambda r: r.model),
-    ("tasks", lambda r: str(r.tasks)),
-    ("completed", lambda r: str(r.completed)),
-    ("errors", lambda r: str(r.errors)),
-    ("refused requests", lambda r: str(r.refused)),
-    ("infra errors", lambda r: str(r.infra_errors)),
-    ("unavailable", lambda r: str(r.unavailable)),
-    ("budget stops", lambda r: str(r.stopped_by_budget)),
-    ("total retries / provider errors / backoff s", lambda r: f"{r.retries} / {r.provider_errors} / {r.backoff_s:.1f}"),
-    ("scoring errors", lambda r: str(r.scoring_errors)),
-    ("accuracy", lambda r: f"{_fmt(r.accuracy)} (n={r.accuracy_n})"),
-    ("95% CI", lambda r: "–" if r.accuracy_ci is None else f"[{r.accuracy_ci[0]:.3f}, {r.accuracy_ci[1]:.3f}]"),
-    ("EX single", lambda r: _fmt(r.accuracy_by_type.get("single_choice"))),
-    ("EX multi", lambda r: _fmt(r.accuracy_by_type.get("multiple_choice"))),
-    ("factoid", lambda r: _fmt(r.accuracy_by_type.get("factoid"))),
-    ("TOS", lambda r: _fmt(r.tos)),
-    ("RS", lambda r: _fmt(r.rs)),
-    ("ROUGE-L", lambda r: _fmt(r.rouge_l)),
-    ("latency s", lambda r: _fmt(r.mean_latency_s, 1)),
-    ("model calls", lambda r: _fmt(r.mean_model_calls, 1)),
-    ("tool calls", lambda r: _fmt(r.mean_tool_calls, 1)),
-    ("tokens in/out", _tokens),
-    ("cost $", lambda r: f"{r.total_cost_usd:.4f}"),
-    ("$ per correct", lambda r: "–" if r.cost_per_correct_usd is None else f"{r.cost_per_correct_usd:.4f}"),
+    Column("system", lambda r: r.system, "system"),
+    Column("model", lambda r: r.model, "model"),
+    Column("tasks", lambda r: str(r.tasks), "tasks"),
+    Column("units", lambda r: str(r.units), "units"),
+    Column("completed", lambda r: str(r.completed), "done"),
+    Column("errors", lambda r: str(r.errors), "err"),
+    Column("refused requests", lambda r: str(r.refused)),
+    Column("infra errors", lambda r: str(r.infra_errors), "infra"),
+    Column("unavailable", lambda r: str(r.unavailable), "n/a"),
+    Column("budget stops", lambda r: str(r.stopped_by_budget), "budget"),
+    Column(
+        "total retries / provider errors / backoff s",
+        lambda r: f"{r.retries} / {r.provider_errors} / {r.backoff_s:.1f}",
+    ),
+    Column("scoring errors", lambda r: str(r.scoring_errors)),
+    Column("warnings", lambda r: str(sum(r.warnings.values()))),
+    Column("accuracy", lambda r: f"{_fmt(r.accuracy)} (n={r.accuracy_n})", "acc"),
+    Column("95% CI", lambda r: "–" if r.accuracy_ci is None else f"[{r.accuracy_ci[0]:.3f}, {r.accuracy_ci[1]:.3f}]"),
+    Column("latency s", lambda r: _fmt(r.mean_latency_s, 1), "s/task"),
+    Column("model calls", lambda r: _fmt(r.mean_model_calls, 1), "calls"),
+    Column("tool calls", lambda r: _fmt(r.mean_tool_calls, 1)),
+    Column("tokens in/out", _tokens),
+    Column("cost $", _total_cost),
+    Column("$ per task", lambda r: _fmt(r.cost_per_task_usd, 4)),
+    Column("$ per correct", lambda r: _fmt(r.cost_per_correct_usd, 4)),
 ]
+CONSOLE_TOTAL_COST = Column("cost $", _short_cost, "$")  # the terminal's narrow total: "–" when not all known
+
+# Shown in the terminal only when some row counts any (summary.md always shows them)
+OPTIONAL_CONSOLE_COLUMNS = {"infra": "infra_errors", "n/a": "unavailable", "budget": "stopped_by_budget"}
 
 
-# The terminal gets the headline numbers in short columns; summary.md has them all.
-CONSOLE_COLUMNS = [
-    ("system", lambda r: r.system),
-    ("model", lambda r: r.model),
-    ("tasks", lambda r: str(r.tasks)),
-    ("done", lambda r: str(r.completed)),
-    ("err", lambda r: str(r.errors)),
-    ("infra", lambda r: str(r.infra_errors)),
-    ("n/a", lambda r: str(r.unavailable)),
-    ("acc", lambda r: _fmt(r.accuracy, 2)),
-    ("s/task", lambda r: _fmt(r.mean_latency_s, 1)),
-    ("calls", lambda r: _fmt(r.mean_model_calls, 1)),
-    ("$", lambda r: f"{r.total_cost_usd:.4f}"),
-]
+def table_lines(rows: list[SummaryRow], columns: list[Column]) -> list[str]:
+    """A Markdown table of the rows: a header, a rule and a line per row."""
+    lines = ["| " + " | ".join(c.name for c in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    return lines + ["| " + " | ".join(c.cell(row) for c in columns) + " |" for row in rows]
 
 
-OPTIONAL_CONSOLE_COLUMNS = {"infra": "infra_errors", "n/a": "unavailable"}  # shown when some row counts any
+def columns_for(benchmark: str) -> list[Column]:
+    """summary.md's columns for a benchmark's rows: the shared ones with the benchmark's own means after the
+    accuracy's interval (`declared_metrics`)."""
+    after = next(i for i, c in enumerate(COLUMNS) if c.name == "95% CI") + 1
+    own = [Column(m.title, _declared_cell(m)) for m in declared_metrics(benchmark)]
+    return [*COLUMNS[:after], *own, *COLUMNS[after:]]
+
+
+def _declared_cell(metric: ReportMetric) -> Callable[[SummaryRow], str]:
+    def cell(row: SummaryRow) -> str:
+        mean, n = row.declared.get(metric.title, (None, 0))
+        return "–" if mean is None else f"{mean:.{metric.digits}f} (n={n})"
+
+    return cell
 
 
 def rich_table(rows: list[SummaryRow], title: str = "Comparison (means per task; $ is the total)") -> Table:
     table = Table(title=title)
     hidden = {name for name, field in OPTIONAL_CONSOLE_COLUMNS.items() if not any(getattr(r, field) for r in rows)}
-    columns = [(name, cell) for name, cell in CONSOLE_COLUMNS if name not in hidden]
+    hidden |= {"units"} if all(r.units == r.tasks for r in rows) else set()
+    shown = [c for c in COLUMNS if c.short is not None and c.short not in hidden] + [CONSOLE_TOTAL_COST]
+    columns = [(c.short or c.name, _console_cell(c)) for c in shown]
     for name, cell in columns:  # no name or number is cut: print it with `width=table_width(table)` or wider
         widest = max([len(name), *(len(cell(row)) for row in rows)])
         justify = "left" if name in ("system", "model") else "right"
@@ -393,6 +545,13 @@ def rich_table(rows: list[SummaryRow], title: str = "Comparison (means per task;
     for row in rows:
         table.add_row(*(cell(row) for _, cell in columns))
     return table
+
+
+def _console_cell(column: Column) -> Callable[[SummaryRow], str]:
+    """The terminal's accuracy has two digits and no n; every other cell is summary.md's."""
+    if column.name == "accuracy":
+        return lambda r: _fmt(r.accuracy, 2)
+    return column.cell
 
 
 def table_width(table: Table) -> int:
@@ -425,7 +584,9 @@ def confidence_lines(records: list[ResultRecord], *, infra_errors_as_failures: b
             counted = judged(rows, infra_errors_as_failures) if is_quality else ran(rows)
             values = list(per_task(counted, metric).values())
             mean_, low, high = bootstrap_ci(values)
-            cells.append("–" if not values else f"{_num(mean_)} [{_num(low)}, {_num(high)}]")
+            tasks = len({r.task_id for r in counted})
+            fewer = f" (n={len(values)} of {tasks})" if 0 < len(values) < tasks else ""  # the others unknown
+            cells.append("–" if not values else f"{_num(mean_)} [{_num(low)}, {_num(high)}]{fewer}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -457,7 +618,7 @@ def warning_lines(rows: list[SummaryRow]) -> list[str]:
     lines = []
     for row in rows:
         for code, count in row.warnings.items():
-            lines.append(f"- {row.system}/{row.model}: {count} of {row.tasks} {RunWarning(code=code).phrase}")
+            lines.append(f"- {row.system}/{row.model}: {count} of {row.units} units {RunWarning(code=code).phrase}")
     return lines
 
 
@@ -468,13 +629,20 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
     scoring = sum(r.scoring_errors for r in rows)
     lines = []
     if unavailable:
-        lines.append(f"- {unavailable} record(s) with unavailable data are left out of every mean.")
+        lines.append(f"- {unavailable} unit(s) with unavailable data are left out of every mean.")
     if infra and infra_errors_as_failures:
         lines.append(f"- {infra} infrastructure error(s) (provider failures) count as failures in the quality means.")
     elif infra:
         lines.append(
             f"- {infra} infrastructure error(s) (provider failures) are left out of the quality means "
             "(`compare report --infra-errors-as-failures` counts them as failures); their cost and latency count."
+        )
+    unknown = sum(r.cost_unknown for r in rows)
+    if unknown:
+        lines.append(
+            f"- {unknown} unit(s) have no recorded cost (unknown, not $0): they are in no total or cost mean, and "
+            "their row has no $ per correct and is never the cheapest; token means are over the units that "
+            "recorded tokens (n shown)."
         )
     misses = sum(r.replay_misses for r in rows)
     if misses:
@@ -550,10 +718,8 @@ def markdown(
         *generation_lines(m, records or []),
         *provenance_lines(m),
         "",
-        "| " + " | ".join(name for name, _ in COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
+        *table_lines(rows, columns_for(m.benchmark)),
     ]
-    lines += ["| " + " | ".join(cell(row) for _, cell in COLUMNS) + " |" for row in rows]
     notes = denominator_lines(rows, infra_errors_as_failures)
     if notes:
         lines += ["", *notes]
@@ -578,9 +744,9 @@ def markdown(
         lines += ["", *pair_lines(pairs)]
     lines += [
         "",
-        "accuracy = the benchmark's correctness metric (exact match; `correct` for DABstep/DAB), averaged per task",
-        "over its epochs, then over tasks (n = tasks), with a 95% bootstrap CI over tasks. TOS = tool",
-        "orchestration score against the gold DAG. RS = rubric score (needs --judge).",
+        "accuracy = the benchmark's correctness metric (its scorer's exact match or correct), averaged per task",
+        "over its epochs, then over tasks (n = tasks), with a 95% bootstrap CI over tasks. A unit is one run of",
+        "one task (task × epoch); the status counts are units. '–' is unknown (never 0).",
         "'queue' = waiting for the model (the embedded model runs one call at a time); 'other' = wall time",
         "outside any model or tool call. Overlapping steps share their time (no instant counts twice).",
         "'backoff' = sleeping between a model call's attempts (retries); it is in no model latency.",
@@ -593,9 +759,7 @@ def comparison_markdown(title: str, rows: dict[str, list[SummaryRow]], sources: 
     lines = [f"# {title.replace('Comparison report', 'Comparison summary', 1)}", ""]
     lines += [f"- {source}" for source in sources]
     for benchmark, found in rows.items():
-        lines += ["", f"## {benchmark}", "", "| " + " | ".join(name for name, _ in COLUMNS) + " |"]
-        lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
-        lines += ["| " + " | ".join(cell(row) for _, cell in COLUMNS) + " |" for row in found]
+        lines += ["", f"## {benchmark}", "", *table_lines(found, columns_for(benchmark))]
         lines += [line.replace("## Accuracy", "### Accuracy") for line in level_lines(found)]
     lines += ["", "Rows are system × model on the tasks every row of the benchmark has; runs that ran a system with"]
     lines += ["the same settings are one row, others are labelled [with what differs]. report.md has the rest."]

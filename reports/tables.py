@@ -1,12 +1,15 @@
-"""The papers' tables, each only when the runs' benchmark supports it:
+"""The comparison report's tables. Every benchmark gets the overview and the latency by phase; the rest are the
+tables its Benchmark declares (`Benchmark.report_tables`: a kind of table, its title and metrics), built by the
+kinds here, so the reports name no benchmark and a plug-in's declarations are honoured like a built-in's:
 
-- overview: counts beside every mean (tasks, completed, errors, infrastructure errors, budget stops,
-  unavailable, scoring errors), accuracy, cost, latency, model calls;
-- by difficulty (FDABench Tables 3–5 on FDABench's runs): per system × difficulty, RS, TOS, EX_SC, EX_MC,
-  SR, cost, external calls, latency;
-- FDABench Table 6 / 7: accuracy per model × workflow and per workflow × difficulty;
-- FDABench Table 8: latency by phase in seconds and percent;
-- DAB Tables 3–6, DABstep easy/hard with cost, DBGorilla's metrics by argument count.
+- metrics: means of the declared metrics (a family of scores expands to one column per score);
+- by_difficulty: per system × difficulty, the declared metrics (those present) with cost, calls, latency;
+- model_by_workflow / workflow_by_difficulty: accuracy per model × workflow, per workflow × difficulty;
+- pass_at_k: pass@k per dataset (the task id before its last "/") and the stratified average;
+- per_trajectory: latency, iterations, tool calls, database queries, Python runs and cost per trajectory;
+- trajectory_statistics: the trajectory table of `reports.trajectories` (needs the traces);
+- accuracy_by_level_with_cost: accuracy per level, with cost;
+- by_argument_count: the declared metrics by how many scores of the first metric's family a record has.
 
 Every mean has its 95% bootstrap interval over tasks and its n; every cell links to its tasks.
 """
@@ -16,17 +19,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+from ..compare.benchmark import ReportMetric, ReportTableSpec, benchmark_class
 from ..compare.runlog import ResultRecord
 from ..evaluators.dab import pass_at_k_table
-from ..evaluators.dbgorilla import argument_bucket
 from ..evaluators.statistics import bootstrap_ci
-from .cells import Cell, ReportTable, count, has_score, label, link_of, mean_cell, plain, score
+from .cells import Cell, ReportTable, count, expand, label, link_of, mean_cell, plain, present, reader
 from .costs import amortised_cost_per_task, index_shares
 from .runs import ReportData
-from .summary import BUDGET_STATUSES, PHASES, correctness, index_builds
+from .summary import PHASES, correctness, index_builds
 
 LEVEL_ORDER = {"easy": 0, "medium": 1, "hard": 2}
-COMPONENTS_PREFIX = "component_exact_match."
 
 
 def groups(records: list[ResultRecord], *keys: Callable[[ResultRecord], str | None]) -> dict[tuple, list]:
@@ -52,8 +54,19 @@ def _model(r: ResultRecord) -> str:
     return r.model
 
 
-def _cost(r: ResultRecord) -> float:
-    return r.usage.cost_usd
+def _cost(r: ResultRecord) -> float | None:
+    return r.usage.cost_usd  # None: nobody recorded it (left out of the mean, which says its n)
+
+
+def _some_unknown(records: list[ResultRecord]) -> bool:
+    """Some unit's cost is unknown: the cost mean then says its n (the tasks whose cost is known)."""
+    return any(r.usage.cost_usd is None for r in records)
+
+
+def known_total(records: list[ResultRecord]) -> float | None:
+    """The units' total cost; None (unknown) when any unit's cost is unknown."""
+    costs = [r.usage.cost_usd for r in records]
+    return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
 
 
 def _latency(r: ResultRecord) -> float:
@@ -64,17 +77,12 @@ def _calls(r: ResultRecord) -> float:
     return r.model_calls
 
 
-def _paper(data: ReportData, tables: str) -> str:
-    """The FDABench paper's table numbers, named only on FDABench's own runs."""
-    return f" (FDABench {tables})" if data.benchmark == "fdabench" else ""
-
-
 def overview(data: ReportData) -> ReportTable:
     """One row per system × model: the counts beside the headline means."""
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
-    columns = ["system", "model", "tasks", "completed", "errors", "refused requests", "infra errors", "budget stops"]
-    columns += ["unavailable"]
-    columns += ["scoring errors", "accuracy [95% CI]", "cost $/task [95% CI]", "cost $/task incl. index"]
+    columns = ["system", "model", "tasks", "units", "completed", "errors", "refused requests", "infra errors"]
+    columns += ["budget stops", "unavailable"]
+    columns += ["scoring errors", "warnings", "accuracy [95% CI]", "cost $/task [95% CI]", "cost $/task incl. index"]
     columns += ["latency s [95% CI]", "model calls"]
     table = ReportTable(key="overview", title="Overview: every system × model", columns=columns)
     by_pair, shares = groups(data.records, _system, _model), index_shares(data)
@@ -85,6 +93,7 @@ def overview(data: ReportData) -> ReportTable:
                 label(row.system, link),
                 label(row.model, link),
                 count(row.tasks, link),
+                count(row.units, link),
                 count(row.completed, {**link, "status": "completed"}),
                 count(row.errors, {**link, "status": "error"}),
                 count(row.refused, {**link, "failure": "request refused"}),
@@ -92,8 +101,9 @@ def overview(data: ReportData) -> ReportTable:
                 count(row.stopped_by_budget, {**link, "failure": "budget stop"}),
                 count(row.unavailable, {**link, "status": "data_unavailable"}),
                 count(row.scoring_errors, link),
+                count(sum(row.warnings.values()), link),
                 mean_cell(rows, correctness, quality=True, link=link, **flags),
-                mean_cell(rows, _cost, quality=False, digits=4, link=link, with_n=False, **flags),
+                mean_cell(rows, _cost, quality=False, digits=4, link=link, with_n=_some_unknown(rows), **flags),
                 plain(amortised_cost_per_task(row, shares), 4),  # index building amortised (reports/costs.py)
                 mean_cell(rows, _latency, quality=False, digits=2, link=link, with_n=False, **flags),
                 mean_cell(rows, _calls, quality=False, digits=1, link=link, with_n=False, **flags),
@@ -102,62 +112,41 @@ def overview(data: ReportData) -> ReportTable:
     return table
 
 
-def _exact_by_type(question_type: str) -> Callable[[ResultRecord], float | None]:
-    return lambda r: r.scores.get("exact_match") if r.question_type == question_type else None
-
-
-# (column, metric, is it a quality metric, digits, is it present in these records)
-def _difficulty_metrics(records: list[ResultRecord]) -> list[tuple[str, Callable, bool, int]]:
-    candidates = [
-        ("RS", score("rs"), True, 3, has_score(records, "rs")),
-        ("TOS", score("tos"), True, 3, has_score(records, "tos")),
-        ("tool coverage", score("coverage"), True, 3, has_score(records, "coverage")),  # beside TOS (evaluators/dag.py)
-        ("EX_SC", _exact_by_type("single_choice"), True, 3, any(r.question_type == "single_choice" for r in records)),
-        (
-            "EX_MC",
-            _exact_by_type("multiple_choice"),
-            True,
-            3,
-            any(r.question_type == "multiple_choice" for r in records),
-        ),
-        ("EX", correctness, True, 3, any(correctness(r) is not None for r in records)),
-        ("SR", score("sr"), True, 3, has_score(records, "sr")),
-        ("cost $/task", _cost, False, 4, True),
-        ("external calls", _calls, False, 1, True),
-        ("latency s", _latency, False, 2, True),
-    ]
-    return [(name, metric, quality, digits) for name, metric, quality, digits, present in candidates if present]
-
-
-def by_difficulty(data: ReportData) -> ReportTable | None:
-    """FDABench Tables 3–5: one row per system × model × difficulty."""
+def by_difficulty(data: ReportData, spec: ReportTableSpec) -> ReportTable | None:
+    """One row per system × model × difficulty: the spec's metrics that these records carry (the primary
+    metric when it names none), then cost, model calls and latency."""
     if not levels(data.records):
         return None
-    metrics = _difficulty_metrics(data.records)
+    declared = expand(spec.metrics or (benchmark_class(data.benchmark).primary_metric,), data.records)
+    shown = [m for m in declared if present(m, data.records)]
+    metrics = [(m.title, reader(m), True, m.digits) for m in shown]
+    metrics += [("cost $/task", _cost, False, 4), ("external calls", _calls, False, 1)]
+    metrics += [("latency s", _latency, False, 2)]
     columns = ["system", "model", "difficulty", "tasks", *[name for name, *_ in metrics]]
-    table = ReportTable(key="difficulty", title="By difficulty" + _paper(data, "Tables 3–5"), columns=columns)
+    table = ReportTable(key="difficulty", title=spec.title, columns=columns)
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     for (system, model, level), rows in groups(data.records, _system, _model, lambda r: r.level).items():
         link = link_of(system, model, level=level)
         cells = [label(system), label(model), label(level or "–", link), count(len({r.task_id for r in rows}), link)]
+        with_n = _some_unknown(rows)  # a mean over the known costs says its n
         cells += [
-            mean_cell(rows, metric, quality=quality, digits=digits, link=link, with_n=quality, **flags)
+            mean_cell(rows, metric, quality=quality, digits=digits, link=link, with_n=quality or with_n, **flags)
             for _, metric, quality, digits in metrics
         ]
         table.rows.append(cells)
-    table.note = "EX_SC / EX_MC: exact match on single- / multiple-choice tasks; external calls: model calls per task."
+    table.note = spec.note or "external calls: model calls per task."
     return table
 
 
-def model_by_workflow(data: ReportData) -> ReportTable | None:
-    """FDABench Table 6: accuracy of every workflow (row) with every model (column)."""
+def model_by_workflow(data: ReportData, spec: ReportTableSpec) -> ReportTable | None:
+    """Accuracy of every workflow (row) with every model (column)."""
     models = sorted({r.model for r in data.records})
     systems = sorted({r.system for r in data.records})
     if len(models) < 2 or not any(correctness(r) is not None for r in data.records):
         return None
     table = ReportTable(
         key="model_workflow",
-        title="Accuracy per model × workflow" + _paper(data, "Table 6"),
+        title=spec.title,
         columns=["workflow", *models],
     )
     by_pair = groups(data.records, _system, _model)
@@ -174,14 +163,14 @@ def _accuracy(rows: list[ResultRecord], data: ReportData, link: dict[str, str]) 
     return mean_cell(rows, correctness, quality=True, infra_errors_as_failures=data.infra_errors_as_failures, link=link)
 
 
-def workflow_by_difficulty(data: ReportData) -> ReportTable | None:
-    """FDABench Table 7: accuracy of every workflow × model (row) at every difficulty (column)."""
+def workflow_by_difficulty(data: ReportData, spec: ReportTableSpec) -> ReportTable | None:
+    """Accuracy of every workflow × model (row) at every difficulty (column)."""
     found = levels(data.records)
     if len(found) < 2 or not any(correctness(r) is not None for r in data.records):
         return None
     table = ReportTable(
         key="workflow_difficulty",
-        title="Accuracy per workflow × difficulty" + _paper(data, "Table 7"),
+        title=spec.title,
         columns=["workflow", "model", *found],
     )
     by_level = groups(data.records, _system, _model, lambda r: r.level)
@@ -195,39 +184,47 @@ def workflow_by_difficulty(data: ReportData) -> ReportTable | None:
 
 
 def phase_latency(data: ReportData) -> ReportTable:
-    """FDABench Table 8: mean seconds per task in each phase, and its share of the wall time."""
+    """Mean seconds per task in each phase, and its share of the wall time (FDABench's Table 8 for any run)."""
     summary = data.summary()
     columns = ["system", "model", *PHASES, "total s"]
     table = ReportTable(key="phases", title="Latency by phase: seconds per task (share)", columns=columns)
     for row in summary:
         link = link_of(row.system, row.model)
-        total = sum(row.mean_latency_by_phase_s.values())
+        timed = [v for v in row.mean_latency_by_phase_s.values() if v is not None]
+        total = sum(timed) if timed else None
         cells = [label(row.system), label(row.model, link)]
         for phase in PHASES:
             seconds = row.mean_latency_by_phase_s[phase]
+            if seconds is None:
+                cells.append(Cell(text="–", link=link))
+                continue
             share = f" ({100 * seconds / total:.1f}%)" if total else ""
             cells.append(Cell(text=f"{seconds:.3f}{share}", value=seconds, link=link))
         cells.append(plain(total, 3, link))
         table.rows.append(cells)
-    table.note = "queue: waiting for the model; other: wall time in no model or tool call. Phases add up to the total."
+    table.note = (
+        "queue: waiting for the model; other: wall time in no model or tool call. Phases add up to the total. "
+        "–: the steps' times were not recorded (unknown)."
+    )
     return table
 
 
-# ---------------------------------------------------------------- DAB
+# ---------------------------------------------------------------- pass@k and trajectories
 
 
 def _tool_count(*names: str) -> Callable[[ResultRecord], float]:
     return lambda r: float(sum(call.tool in names for call in r.tool_calls))
 
 
-def dab_pass_at_k(data: ReportData) -> ReportTable:
-    """DAB Tables 3–4: pass@k per dataset, and the stratified average (datasets weighted equally)."""
+def pass_at_k(data: ReportData, spec: ReportTableSpec) -> ReportTable:
+    """pass@k per dataset (a task id's part before its last "/"), and the stratified average (datasets
+    weighted equally)."""
     rows_by_pair = groups(data.records, _system, _model)
     tables = {pair: pass_at_k_table([r.model_dump() for r in rows]) for pair, rows in rows_by_pair.items()}
     ks = sorted({k for t in tables.values() for k in t.ks})
     datasets = sorted({d for t in tables.values() for d in t.datasets})
     columns = ["system", "model", "dataset", "queries", *[f"pass@{k}" for k in ks]]
-    table = ReportTable(key="dab_pass", title="DAB pass@k per dataset and stratified average", columns=columns)
+    table = ReportTable(key="pass_at_k", title=spec.title, columns=columns)
     for (system, model), result in tables.items():
         for dataset in [*datasets, "stratified average"]:
             queries = [q for q in result.queries if q.dataset == dataset]
@@ -236,8 +233,8 @@ def dab_pass_at_k(data: ReportData) -> ReportTable:
             for k in ks:
                 cells.append(_pass_cell(result, queries, dataset, k, link))
             table.rows.append(cells)
-    table.note = (
-        "pass@k: the unbiased estimator over each query's trials (DAB's rule: every failed trial counts). "
+    table.note = spec.note or (
+        "pass@k: the unbiased estimator over each query's trials (every failed trial counts). "
         "The stratified average weighs datasets equally; its interval resamples queries within their dataset."
     )
     return table
@@ -258,8 +255,8 @@ def _pass_cell(result, queries, dataset: str, k: int, link: dict[str, str]) -> C
     return Cell(text=f"{mean:.3f}{interval} (n={len(values)})", value=mean, n=len(values), link=link)
 
 
-def dab_trajectories(data: ReportData) -> ReportTable:
-    """DAB Tables 5–6: per trajectory, latency, iterations, tool calls, DB queries and Python executions."""
+def per_trajectory(data: ReportData, spec: ReportTableSpec) -> ReportTable:
+    """Per trajectory: latency, iterations, tool calls, database queries, Python executions and cost."""
     metrics = [
         ("latency s", _latency, 2),
         ("iterations", _calls, 1),
@@ -269,24 +266,27 @@ def dab_trajectories(data: ReportData) -> ReportTable:
         ("cost $", _cost, 4),
     ]
     columns = ["system", "model", "trials", *[name for name, *_ in metrics]]
-    table = ReportTable(key="dab_trajectory", title="DAB: per trajectory (mean [95% CI])", columns=columns)
+    table = ReportTable(key="per_trajectory", title=spec.title, columns=columns, note=spec.note)
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     for (system, model), rows in groups(data.records, _system, _model).items():
         link = link_of(system, model)
         cells = [label(system), label(model, link), count(len(rows), link)]
-        cells += [mean_cell(rows, m, quality=False, digits=d, link=link, with_n=False, **flags) for _, m, d in metrics]
+        cells += [
+            mean_cell(rows, m, quality=False, digits=d, link=link, with_n=m is _cost and _some_unknown(rows), **flags)
+            for _, m, d in metrics
+        ]
         table.rows.append(cells)
     return table
 
 
-# ---------------------------------------------------------------- DABstep
+# ---------------------------------------------------------------- by level, by argument count
 
 
-def dabstep_accuracy(data: ReportData) -> ReportTable:
-    """DABstep: accuracy on easy and hard tasks, with cost."""
+def accuracy_by_level_with_cost(data: ReportData, spec: ReportTableSpec) -> ReportTable:
+    """Accuracy on each level's tasks (easy and hard when none is named), with cost."""
     found = levels(data.records) or ["easy", "hard"]
     columns = ["system", "model", *[f"{level} accuracy" for level in found], "cost $/task", "total cost $"]
-    table = ReportTable(key="dabstep", title="DABstep accuracy by level, with cost", columns=columns)
+    table = ReportTable(key="accuracy_by_level", title=spec.title, columns=columns, note=spec.note)
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     for (system, model), rows in groups(data.records, _system, _model).items():
         cells = [label(system), label(model, link_of(system, model))]
@@ -295,49 +295,49 @@ def dabstep_accuracy(data: ReportData) -> ReportTable:
             cells.append(
                 mean_cell([r for r in rows if r.level == level], correctness, quality=True, link=link, **flags)
             )
-        cells.append(mean_cell(rows, _cost, quality=False, digits=4, with_n=False, **flags))
-        cells.append(plain(sum(r.usage.cost_usd for r in rows), 4))
+        cells.append(mean_cell(rows, _cost, quality=False, digits=4, with_n=_some_unknown(rows), **flags))
+        cells.append(plain(known_total(rows), 4))
         table.rows.append(cells)
     return table
 
 
-# ---------------------------------------------------------------- DBGorilla
-
-
-def _components(records: list[ResultRecord]) -> list[str]:
-    return sorted({name for r in records for name in r.scores if name.startswith(COMPONENTS_PREFIX)})
-
-
-def _argument_bucket(record: ResultRecord) -> str:
-    """The gold call's argument count, read from which components the scorer judged (None: not in gold)."""
-    present = sum(value is not None for name, value in record.scores.items() if name.startswith(COMPONENTS_PREFIX))
-    return argument_bucket(present)
-
-
-def dbgorilla_metrics(data: ReportData) -> ReportTable:
-    """DBGorilla: AST, exact match, routing, no-tool-call rate and exact match per component."""
-    components = _components(data.records)
-    metrics = ["ast_score", "exact_match", "collection_routing", "no_tool_call", *components]
-    names = [m.removeprefix(COMPONENTS_PREFIX) + (" EM" if m.startswith(COMPONENTS_PREFIX) else "") for m in metrics]
-    table = ReportTable(key="dbgorilla", title="DBGorilla metrics (mean [95% CI])", columns=["system", "model", *names])
+def metrics(data: ReportData, spec: ReportTableSpec) -> ReportTable:
+    """Means of the spec's metrics (a family expanded to a column per score) per system × model."""
+    declared = expand(spec.metrics, data.records)
+    table = ReportTable(key="metrics", title=spec.title, columns=["system", "model", *[m.title for m in declared]])
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
     for (system, model), rows in groups(data.records, _system, _model).items():
         link = link_of(system, model)
         cells = [label(system), label(model, link)]
-        cells += [mean_cell(rows, score(m), quality=True, link=link, **flags) for m in metrics]
+        cells += [mean_cell(rows, reader(m), quality=True, digits=m.digits, link=link, **flags) for m in declared]
         table.rows.append(cells)
-    table.note = "Per-component EM is over the queries whose gold has that component; no_tool_call is a rate."
+    table.note = spec.note
     return table
 
 
-def dbgorilla_by_arguments(data: ReportData) -> ReportTable:
-    columns = ["system", "model", "gold arguments", "queries", "AST", "exact match"]
-    table = ReportTable(key="dbgorilla_args", title="DBGorilla by number of gold arguments", columns=columns)
+def _bucket_of(family: tuple[str, ...]) -> Callable[[ResultRecord], str]:
+    """How many scores of the family a record has a verdict for (3 and more in one bucket)."""
+
+    def bucket(record: ResultRecord) -> str:
+        found = sum(v is not None for n, v in record.scores.items() if any(n.startswith(f) for f in family))
+        return "3+" if found >= 3 else str(found)
+
+    return bucket
+
+
+def by_argument_count(data: ReportData, spec: ReportTableSpec) -> ReportTable | None:
+    """The spec's metrics (after the first, the family that counts) by how many scores of that family each
+    record has: e.g. a function call's gold arguments, read from which components its scorer judged."""
+    if not spec.metrics:
+        return None
+    family, shown = spec.metrics[0].scores, spec.metrics[1:]
+    columns = ["system", "model", spec.metrics[0].title, "queries", *[m.title for m in shown]]
+    table = ReportTable(key="by_argument_count", title=spec.title, columns=columns, note=spec.note)
     flags = {"infra_errors_as_failures": data.infra_errors_as_failures}
-    for (system, model, bucket), rows in groups(data.records, _system, _model, _argument_bucket).items():
+    for (system, model, bucket), rows in groups(data.records, _system, _model, _bucket_of(family)).items():
         link = link_of(system, model)
         cells = [label(system), label(model, link), label(bucket), count(len({r.task_id for r in rows}))]
-        cells += [mean_cell(rows, score(m), quality=True, link=link, **flags) for m in ("ast_score", "exact_match")]
+        cells += [mean_cell(rows, reader(m), quality=True, digits=m.digits, link=link, **flags) for m in shown]
         table.rows.append(cells)
     return table
 
@@ -369,36 +369,43 @@ def indexing(data: ReportData) -> ReportTable | None:
     return table if table.rows else None
 
 
-def budget_stops(records: list[ResultRecord]) -> int:
-    return sum(r.status in BUDGET_STATUSES for r in records)
+TableBuilder = Callable[[ReportData, ReportTableSpec], ReportTable | None]
+TABLE_KINDS: dict[str, TableBuilder] = {
+    "metrics": metrics,
+    "by_difficulty": by_difficulty,
+    "model_by_workflow": model_by_workflow,
+    "workflow_by_difficulty": workflow_by_difficulty,
+    "pass_at_k": pass_at_k,
+    "per_trajectory": per_trajectory,
+    "accuracy_by_level_with_cost": accuracy_by_level_with_cost,
+    "by_argument_count": by_argument_count,
+}
+TRACE_KINDS = {"trajectory_statistics"}  # built where the traces are read (`build.assemble`)
 
 
 def benchmark_tables(data: ReportData) -> list[ReportTable]:
-    """The tables this benchmark's records support, in the papers' order."""
+    """The overview, the tables the benchmark declares (in its order), and the latency by phase."""
     tables: list[ReportTable | None] = [overview(data)]
-    if data.benchmark == "dab":
-        tables += [dab_pass_at_k(data), dab_trajectories(data)]
-    elif data.benchmark == "dabstep":
-        tables += [dabstep_accuracy(data)]
-    elif data.benchmark == "dbgorilla":
-        tables += [dbgorilla_metrics(data), dbgorilla_by_arguments(data)]
-    else:
-        tables += [by_difficulty(data), model_by_workflow(data), workflow_by_difficulty(data)]
+    for spec in benchmark_class(data.benchmark).report_tables:
+        if spec.kind in TABLE_KINDS:
+            tables.append(TABLE_KINDS[spec.kind](data, spec))
+        elif spec.kind not in TRACE_KINDS:
+            data.warnings.append(f"{data.benchmark} asks for a report table of unknown kind {spec.kind!r}: left out")
     tables.append(phase_latency(data))
-    return [table for table in tables if table is not None]
+    built = [table for table in tables if table is not None]
+    for number, table in enumerate(built):  # two tables of one kind get keys of their own
+        if any(other.key == table.key for other in built[:number]):
+            table.key = f"{table.key}-{number}"
+    return built
 
 
 # ---------------------------------------------------------------- across benchmarks
 
-PRIMARY_METRICS = {"dbgorilla": ("AST", "ast_score")}  # else the correctness metric (exact match / correct)
-
 
 def primary_metric(benchmark: str) -> tuple[str, Callable[[ResultRecord], float | None]]:
-    """The benchmark's headline metric: its name and how to read it from a record."""
-    if benchmark in PRIMARY_METRICS:
-        name, key = PRIMARY_METRICS[benchmark]
-        return name, score(key)
-    return ("accuracy", correctness)
+    """The benchmark's headline metric (`Benchmark.primary_metric`): its name and how to read it from a record."""
+    declared: ReportMetric = benchmark_class(benchmark).primary_metric
+    return declared.title, reader(declared)
 
 
 def across_benchmarks(parts: list[ReportData]) -> ReportTable:
@@ -420,9 +427,11 @@ def across_benchmarks(parts: list[ReportData]) -> ReportTable:
                     label(name),
                     mean_cell(records, metric, quality=True, link=link, **flags),
                     count(len({r.task_id for r in records}), link),
-                    mean_cell(records, _cost, quality=False, digits=4, link=link, with_n=False, **flags),
+                    mean_cell(
+                        records, _cost, quality=False, digits=4, link=link, with_n=_some_unknown(records), **flags
+                    ),
                     mean_cell(records, _latency, quality=False, digits=2, link=link, with_n=False, **flags),
-                    plain(sum(r.usage.cost_usd for r in records), 4),
+                    plain(known_total(records), 4),
                 ]
             )
     table.rows = sorted(rows, key=lambda row: (row[0].text, row[1].text, row[2].text))

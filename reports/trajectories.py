@@ -1,4 +1,5 @@
-"""The DAB paper's trajectory statistics (its Tables 5 and 6) for any run on DAB's tools, ours or imported.
+"""Trajectory statistics (the DAB paper's Tables 5 and 6) for a benchmark that declares them
+(`ReportTableSpec("trajectory_statistics", title)`), of runs of ours or imported.
 
 Per trajectory (one trace): latency (its wall time), iterations (model calls), tool calls (answer calls
 left out) split into database queries (`query_db` and `list_db`: both run against a database) and Python
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ..compare.benchmark import ReportTableSpec
 from ..compare.trace import Phase, Trace
 from .cells import ReportTable, count, label, plain
 from .failures import is_exploring
@@ -73,8 +75,10 @@ def summarize(stats: list[TrajectoryStats]) -> dict[str, float | None]:
     }
 
 
-def trajectory_table(data: ReportData, traces: dict[tuple, Trace | None]) -> ReportTable | None:
-    """Tables 5 and 6 of the DAB paper per system × model; None when no trace used DAB's tools."""
+def trajectory_table(
+    data: ReportData, traces: dict[tuple, Trace | None], spec: ReportTableSpec
+) -> ReportTable | None:
+    """The trajectory statistics per system × model; None when no trace queried a database or ran Python."""
     groups: dict[tuple[str, str], list[TrajectoryStats]] = defaultdict(list)
     for record in data.records:
         trace = traces.get(record.key)
@@ -84,7 +88,7 @@ def trajectory_table(data: ReportData, traces: dict[tuple, Trace | None]) -> Rep
         return None
     columns = ["system", "model", "trajectories", "latency s", "iterations", "tool calls", "DB queries"]
     columns += ["Python runs", "DB:Python", "parallel turns", "largest burst", "exploring share"]
-    table = ReportTable(key="trajectories", title="Trajectory statistics (DAB paper, Tables 5 and 6)", columns=columns)
+    table = ReportTable(key="trajectories", title=spec.title, columns=columns)
     for (system, model), stats in sorted(groups.items()):
         s = summarize(stats)
         cells = [label(system), label(model), count(len(stats)), plain(s["latency_s"], 1), plain(s["iterations"], 1)]
@@ -100,6 +104,6 @@ def trajectory_table(data: ReportData, traces: dict[tuple, Trace | None]) -> Rep
         "Per trajectory, then the mean over trajectories. DB queries: query_db and list_db; Python runs: "
         "execute_python; answer calls are left out. DB:Python is the ratio of the totals; parallel turns the "
         "share of model calls asking for two or more tools at once; exploring share by the rule of the "
-        "exploring table. The paper's figures are over all 54 queries."
+        "exploring table." + (f" {spec.note}" if spec.note else "")
     )
     return table

@@ -15,12 +15,13 @@ it asked for), each of its tool calls a tool step, successful unless its tool me
 execution failed. `llm_calls.jsonl`, when present, adds each call's start, duration, finish reason and
 tokens (input = prompt_tokens; output = total_tokens - prompt_tokens, which holds the hidden reasoning
 tokens gemini reports only in the total, those being `reasoning_tokens`); `tool_calls.jsonl` adds each
-tool call's duration. What the files do not record stays unrecorded and is named in `missing`
-(never estimated): without llm_calls.jsonl no model call has a duration or tokens; no published file
-records cost. Tool steps without a recorded start follow the step before them (the trace's rule for
-steps without a start). Phases follow the suite's one set of rules (`PhaseRules`, answer tool
-`return_answer`). `terminate_reason` → status: return_answer → completed, no_tool_call → no_tool_call,
-max_iterations → max_steps, a time limit → time_limit, anything else → error (named).
+tool call's duration. What the files do not record stays unknown (None in the trace's `Usage`, never
+0) and is named in `missing` (never estimated): without llm_calls.jsonl no model call has tokens and the
+trace's split into phases is unknown (`step_times_known`); no published file records cost. Tool steps
+without a recorded start follow the step before them (the trace's rule for steps without a start).
+Phases follow the suite's one set of rules (`PhaseRules`, answer tool `return_answer`). `terminate_reason`
+→ status: return_answer → completed, no_tool_call → no_tool_call, max_iterations → max_steps, a time limit
+→ time_limit, anything else → error (named).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def read_trial(folder: Path, system: str) -> Trial:
     trace = Trace(task_id=task_id, system=system, model=model, started_at=_iso(final.get("start_time")))
     trace.wall_time_s = float(final["duration"]) if isinstance(final.get("duration"), int | float) else 0.0
     missing = _rebuild(trace, messages, llm, tools, final, model)
+    trace.step_times_known = llm is not None
     answer = _answer(final, folder)
     trace.status, trace.error = answer.status, answer.error
     return Trial(folder, task_id, int(match["run"]), model, trace, answer, missing)
@@ -233,14 +235,9 @@ def _model_step(
     requested: list[ToolCall],
     trial_start: float | None,
 ) -> ModelCallStep:
-    usage, duration, started, finish, start_s = Usage(), 0.0, "", None, None
+    usage, duration, started, finish, start_s = Usage.unknown(), 0.0, "", None, None
     if call is not None:
-        counts = ((call.get("response") or {}).get("usage")) or {}
-        prompt, completion = int(counts.get("prompt_tokens") or 0), int(counts.get("completion_tokens") or 0)
-        total = int(counts.get("total_tokens") or prompt + completion)
-        usage = Usage(
-            input_tokens=prompt, output_tokens=total - prompt, reasoning_tokens=max(0, total - prompt - completion)
-        )
+        usage = _recorded_usage(call)
         duration = float(call.get("duration") or 0.0)
         started = _iso(call.get("start_time"))
         choices = (call.get("response") or {}).get("choices") or [{}]
@@ -263,4 +260,21 @@ def _model_step(
         content=content if isinstance(content, str) else None,
         tool_calls=requested,
         start_s=start_s,
+    )
+
+
+def _recorded_usage(call: dict[str, Any]) -> Usage:
+    """The tokens one llm_calls.jsonl line records (unknown when it has no usage); cost is never recorded."""
+    counts = (call.get("response") or {}).get("usage")
+    if not isinstance(counts, dict) or counts.get("prompt_tokens") is None:
+        return Usage.unknown()
+    prompt, completion = int(counts.get("prompt_tokens") or 0), int(counts.get("completion_tokens") or 0)
+    total = int(counts.get("total_tokens") or prompt + completion)
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=total - prompt,
+        reasoning_tokens=max(0, total - prompt - completion),
+        cached_tokens=None,
+        cost_usd=None,
+        cost_source="unknown",
     )

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..compare.benchmark import Benchmark, TaskLoadError
+from ..compare.benchmark import Benchmark, ReportTableSpec, TaskLoadError
 from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
 from ..compare.tool import Tool, ToolSettings
 from ..evaluators.predictions import text_answer
@@ -202,6 +202,8 @@ class DabStep(Benchmark):
 
     name = BENCHMARK
     scorers = ("dabstep", "tool_success")
+    run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
+    report_tables = (ReportTableSpec("accuracy_by_level_with_cost", "DABstep accuracy by level, with cost"),)
 
     def load(self) -> list[Task]:
         return load_dabstep(self.path)

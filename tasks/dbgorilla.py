@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..compare.benchmark import Benchmark, PredictionFieldError, TaskLoadError
+from ..compare.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
 from ..compare.task import Answer, Gold, QuestionType, Task, ToolCall
 from ..compare.tool import Tool, ToolSettings
 from ..evaluators.dbgorilla import prediction_from_tool_call, summarize_dbgorilla
@@ -213,11 +213,41 @@ def _aggregation_parameter(kind: str, metrics: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the benchmark
 
 
+AST = ReportMetric("AST", ("ast_score",))
+DBGORILLA_TABLES = (
+    ReportTableSpec(
+        "metrics",
+        "DBGorilla metrics (mean [95% CI])",
+        (
+            ReportMetric("ast_score", ("ast_score",)),
+            ReportMetric("exact_match", ("exact_match",)),
+            ReportMetric("collection_routing", ("collection_routing",)),
+            ReportMetric("no_tool_call", ("no_tool_call",)),
+            ReportMetric("{} EM", ("component_exact_match.",)),  # one column per component of the query
+        ),
+        "Per-component EM is over the queries whose gold has that component; no_tool_call is a rate.",
+    ),
+    ReportTableSpec(
+        "by_argument_count",
+        "DBGorilla by number of gold arguments",
+        # the first: the family whose judged components count the gold call's arguments
+        (
+            ReportMetric("gold arguments", ("component_exact_match.",)),
+            AST,
+            ReportMetric("exact match", ("exact_match",)),
+        ),
+    ),
+)
+
+
 class DbGorilla(Benchmark):
     """DBGorilla: natural-language queries as one `query_database` call (official AST score)."""
 
     name = BENCHMARK
     scorers = ("dbgorilla", "tool_success")
+    run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
+    primary_metric = AST
+    report_tables = DBGORILLA_TABLES
     # The scorer revision behind the published gpt-4o results (evaluators/dbgorilla.py says the difference).
     rules: ClassVar[dict[str, tuple[str, ...]]] = {"ast-2024-11": ("dbgorilla_ast_2024_11", "tool_success")}
     # One step, no execution: the first tool call is the prediction.

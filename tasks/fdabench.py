@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..compare.benchmark import Benchmark, PredictionFieldError, TaskLoadError
+from ..compare.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
 from ..compare.task import (
     Answer,
     DataSource,
@@ -595,11 +595,46 @@ def _cached_exists() -> Callable[[Path], bool]:
 # ---------------------------------------------------------------- the benchmark
 
 
+FDABENCH_SUMMARY_METRICS = (
+    ReportMetric("EX single", ("exact_match",), "single_choice"),
+    ReportMetric("EX multi", ("exact_match",), "multiple_choice"),
+    ReportMetric("TOS", ("tos",)),
+    ReportMetric("RS", ("rs",)),
+    ReportMetric("ROUGE-L", ("rougeL_f",)),
+)
+DIFFICULTY_METRICS = (
+    ReportMetric("RS", ("rs",)),
+    ReportMetric("TOS", ("tos",)),
+    ReportMetric("tool coverage", ("coverage",)),  # beside TOS: the required steps done (evaluators/dag.py)
+    ReportMetric("EX_SC", ("exact_match",), "single_choice"),
+    ReportMetric("EX_MC", ("exact_match",), "multiple_choice"),
+    ReportMetric("EX", ("exact_match", "correct")),
+    ReportMetric("SR", ("sr",)),
+)
+DIFFICULTY_NOTE = "EX_SC / EX_MC: exact match on single- / multiple-choice tasks; external calls: model calls per task."
+
+
+def fdabench_tables(paper: str = "") -> tuple[ReportTableSpec, ...]:
+    """The report tables of FDABench's kind of tasks; `paper` names the paper's tables in the titles."""
+    cite = (lambda tables: f" ({paper} {tables})") if paper else (lambda tables: "")
+    return (
+        ReportTableSpec("by_difficulty", "By difficulty" + cite("Tables 3–5"), DIFFICULTY_METRICS, DIFFICULTY_NOTE),
+        ReportTableSpec("model_by_workflow", "Accuracy per model × workflow" + cite("Table 6")),
+        ReportTableSpec("workflow_by_difficulty", "Accuracy per workflow × difficulty" + cite("Table 7")),
+    )
+
+
+FDABENCH_TABLES = fdabench_tables("FDABench")
+
+
 class FdaBench(Benchmark):
     """FDABench: single-choice, multiple-choice and report tasks over BIRD/Spider SQLite and documents."""
 
     name = BENCHMARK
     scorers = ("exact_match", "rouge", "rubric", "tool_dag", "tool_success")
+    run_scorers = ("tool_success",)  # SR measures the run's tool calls, not a prediction made elsewhere
+    summary_metrics = FDABENCH_SUMMARY_METRICS
+    report_tables = FDABENCH_TABLES
 
     def load(self) -> list[Task]:
         return load_fdabench(self.path)

@@ -118,7 +118,7 @@
     var rows = entries.map(function (entry) {
       var failure = entry.failure + (entry.judged ? " → " + entry.judged + (entry.judged_why ? " (" + entry.judged_why + ")" : "") : "");
       var cells = [entry.system, entry.model, String(entry.epoch), entry.status, failure, entry.answer, scores(entry),
-        fmt(entry.cost, 5), entry.tokens.join(" / "), fmt(entry.latency, 3), entry.model_calls + " / " + entry.tool_calls,
+        fmt(entry.cost, 5), entry.tokens.map(function (t) { return fmt(t, 0); }).join(" / "), fmt(entry.latency, 3), entry.model_calls + " / " + entry.tool_calls,
         [entry.error, entry.scoring_error].filter(Boolean).join("; ")];
       var classes = (entry.failure === "correct" ? "" : "failed") + (matching.indexOf(entry) < 0 ? " other-entry" : "");
       return el("tr", { className: classes }, cells.map(function (text, i) {
@@ -132,7 +132,7 @@
 
   function stepDetail(step) {
     if (step.kind === "model_call") {
-      var parts = ["tokens " + step["in"] + " in / " + step.out + " out" + (step.reasoning ? " (" + step.reasoning + " reasoning)" : ""),
+      var parts = ["tokens " + fmt(step["in"], 0) + " in / " + fmt(step.out, 0) + " out" + (step.reasoning ? " (" + step.reasoning + " reasoning)" : ""),
         "$" + fmt(step.cost, 6)];
       if (step.attempts > 1) parts.push(step.attempts + " attempts (retried)");
       if (step.queue) parts.push("queued " + fmt(step.queue, 3) + " s");

@@ -12,7 +12,7 @@ from ...compare.benchmark import Benchmark, TaskLoadError
 from ...compare.task import Answer, DataSource, Task
 from ...compare.tool import Tool, ToolSettings
 from ...tools import default_tools
-from ..fdabench import FdaBench, fdabench_prediction
+from ..fdabench import FdaBench, fdabench_prediction, fdabench_tables
 from ..records import collect, json_object, read_lines
 
 BUNDLED_ROOT = Path(__file__).resolve().parent
@@ -25,6 +25,9 @@ class BundledBenchmark(Benchmark):
     name = "bundled"
     needs_path = False  # its files ship with the suite; a path picks another tasks.jsonl
     scorers = FdaBench.scorers
+    run_scorers = FdaBench.run_scorers
+    summary_metrics = FdaBench.summary_metrics
+    report_tables = fdabench_tables()  # its tables, without the paper's table numbers
 
     def load(self) -> list[Task]:
         return load_bundled(self.path)

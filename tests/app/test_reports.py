@@ -44,7 +44,7 @@ def test_pairwise_compares_systems_on_common_tasks():
     (pair,) = pairwise(a + b + [record("b", "only-b", 1.0)])
     assert (pair.first, pair.second, pair.tasks) == ("a/m", "b/m", 10)
     assert abs(pair.accuracy_difference - 0.8) < 1e-12
-    assert abs(pair.mcnemar_p - 22 / 1024) < 1e-9
+    assert abs(pair.exact_p - 22 / 1024) < 1e-9 and pair.exact_test == "exact McNemar"
     assert pair.difference_ci[0] > 0
 
 
@@ -93,7 +93,7 @@ def test_epochs_are_averaged_per_task_so_repeats_add_no_evidence():
     b = [record("b", f"T{i}", 0.0, epoch=e) for i in range(3) for e in range(1, 11)]
     (pair,) = pairwise(a + b)
     assert pair.tasks == 3 and pair.accuracy_difference == 1.0
-    assert pair.mcnemar_p == 0.25  # exact sign test, 3 of 3 tasks favour a: 2 · (1/2)^3
+    assert pair.exact_p == 0.25 and pair.exact_test == "exact sign test"  # 3 of 3 tasks favour a: 2 · (1/2)^3
     row_a, _ = summarize(a + b)
     assert row_a.accuracy_n == 3  # tasks, not trials
 
@@ -122,7 +122,7 @@ def test_a_scorer_failure_and_the_left_out_records_are_said_beside_the_table():
         }
     )
     text = markdown(summarize(records), manifest, records=records)
-    assert "1 record(s) with unavailable data are left out of every mean" in text
+    assert "1 unit(s) with unavailable data are left out of every mean" in text
     assert "1 infrastructure error(s)" in text and "--infra-errors-as-failures" in text
     assert "1 record(s) had a scorer fail" in text
     assert "| 0.500 (n=2) |" in text  # T1 right, T2 scored a failure; T3 and T4 left out

@@ -1,4 +1,4 @@
-"""Statistics: pass@k, bootstrap intervals, the paired bootstrap, McNemar and stratified means."""
+"""Statistics: pass@k, bootstrap intervals, the paired bootstrap, the exact paired tests and stratified means."""
 
 import itertools
 import math
@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from data_agent_compare.evaluators.statistics import (
     bootstrap_ci,
+    bootstrap_p_resolution,
     holm,
-    mcnemar,
     paired_bootstrap,
+    paired_exact,
     pass_at_k,
     stratified_bootstrap_ci,
     stratified_mean,
@@ -136,46 +137,57 @@ def test_paired_bootstrap_is_deterministic_and_checks_alignment():
     assert one.mean_difference == 1.0 and math.isnan(one.p_value) and math.isnan(one.low)
 
 
-# ---------------------------------------------------------------- McNemar
+# ---------------------------------------------------------------- exact paired tests
 
 
-def outcomes(both: int, a_only: int, b_only: int, neither: int) -> tuple[list[bool], list[bool]]:
-    a = [True] * both + [True] * a_only + [False] * b_only + [False] * neither
-    b = [True] * both + [False] * a_only + [True] * b_only + [False] * neither
+def outcomes(both: int, a_only: int, b_only: int, neither: int) -> tuple[list[float], list[float]]:
+    a = [1.0] * both + [1.0] * a_only + [0.0] * b_only + [0.0] * neither
+    b = [1.0] * both + [0.0] * a_only + [1.0] * b_only + [0.0] * neither
     return a, b
 
 
-def test_mcnemar_exact_on_a_hand_computed_table():
-    result = mcnemar(*outcomes(both=20, a_only=9, b_only=1, neither=5))
-    assert (result.b01, result.b10, result.method) == (1, 9, "exact")
+def test_exact_mcnemar_on_a_hand_computed_table():
+    result = paired_exact(*outcomes(both=20, a_only=9, b_only=1, neither=5))
+    assert (result.b01, result.b10, result.test) == (1, 9, "exact McNemar")
     assert result.p_value == pytest.approx(2 * (1 + 10) / 2**10)  # 2·P(X ≤ 1 | n=10, p=½) = 0.0215
     assert result.p_value == pytest.approx(0.0215, abs=1e-4)
-    assert mcnemar(*reversed(outcomes(20, 9, 1, 5))).p_value == result.p_value
+    assert paired_exact(*reversed(outcomes(20, 9, 1, 5))).p_value == result.p_value
 
 
-def test_mcnemar_chi_square_from_25_discordant_pairs():
-    exact = mcnemar(*outcomes(both=5, a_only=16, b_only=8, neither=5))  # 24 discordant
-    assert exact.method == "exact"
-    result = mcnemar(*outcomes(both=5, a_only=30, b_only=10, neither=5))
-    assert result.method == "chi2"
-    assert result.statistic == pytest.approx((20 - 1) ** 2 / 40)
-    assert result.p_value == pytest.approx(math.erfc(math.sqrt(9.025 / 2)))
+def test_the_exact_test_stays_exact_at_many_discordant_tasks():
+    """No chi-square approximation from 25 discordant pairs on: the binomial tail, exactly."""
+    result = paired_exact(*outcomes(both=5, a_only=30, b_only=10, neither=5))
+    tail = sum(math.comb(40, i) for i in range(11)) / 2**40
+    assert result.test == "exact McNemar" and result.p_value == pytest.approx(2 * tail, rel=1e-12)
 
 
-def test_mcnemar_matches_scipy():
+def test_per_task_means_get_the_exact_sign_test_and_say_so():
+    """Tasks run several times: per-task means are no 0/1 verdicts, so the test is the sign test, named so."""
+    result = paired_exact([1.0, 0.5, 1.0], [0.0, 0.0, 0.5])
+    assert (result.b01, result.b10, result.test) == (0, 3, "exact sign test")
+    assert result.p_value == pytest.approx(2 / 2**3)
+
+
+def test_exact_tests_match_scipy():
     stats = pytest.importorskip("scipy.stats")
-    exact = mcnemar(*outcomes(both=3, a_only=12, b_only=4, neither=2))
+    exact = paired_exact(*outcomes(both=3, a_only=12, b_only=4, neither=2))
     assert exact.p_value == pytest.approx(stats.binomtest(4, 16, 0.5).pvalue)
-    chi2 = mcnemar(*outcomes(both=3, a_only=40, b_only=22, neither=2))
-    assert chi2.p_value == pytest.approx(stats.chi2.sf((18 - 1) ** 2 / 62, df=1))
+    many = paired_exact(*outcomes(both=3, a_only=40, b_only=22, neither=2))
+    assert many.p_value == pytest.approx(stats.binomtest(22, 62, 0.5).pvalue)
 
 
-def test_mcnemar_edge_cases():
-    no_discordance = mcnemar([True, False], [True, False])
+def test_exact_test_edge_cases():
+    no_discordance = paired_exact([1.0, 0.0], [1.0, 0.0])
     assert (no_discordance.b01, no_discordance.b10, no_discordance.p_value) == (0, 0, 1.0)
-    assert mcnemar([True], [False]).p_value == 1.0  # one discordant pair: 2·½, capped at 1
+    assert paired_exact([1.0], [0.0]).p_value == 1.0  # one discordant pair: 2·½, capped at 1
     with pytest.raises(ValueError, match="aligned"):
-        mcnemar([True, False], [True])
+        paired_exact([1.0, 0.0], [1.0])
+
+
+def test_a_bootstrap_p_value_is_never_below_its_resolution():
+    """Two tasks that both favour a: every resample agrees, yet p is 1/(B+1), never 0."""
+    result = paired_bootstrap([1.0, 1.0], [0.0, 0.5], resamples=999, seed=0)
+    assert result.p_value == bootstrap_p_resolution(999) == 1 / 1000
 
 
 # ---------------------------------------------------------------- stratified mean

@@ -66,13 +66,13 @@ def test_dab_pass_at_k_per_dataset_and_stratified(tmp_path):
         for epoch in (1, 2)
     ]
     report = assemble(load_runs([write_run(tmp_path / "run", "dab", rows)]))
-    table = report.tables["dab_pass"]
+    table = report.tables["pass_at_k"]
     assert cells(table, "dataset") == ["books", "crm", "stratified average"]
     assert [cell.value for cell in table.column("pass@1")] == [0.75, 0.0, 0.375]
     assert [cell.value for cell in table.column("pass@2")] == [1.0, 0.0, 0.5]
     # books' resampled mean is 1, 0.75 or 0.5 (¼, ½, ¼); crm's single query adds 0: stratified 0.5, 0.375 or 0.25
     assert table.column("pass@1")[-1].text == "0.375 [0.250, 0.500] (n=3)"
-    trajectory = report.tables["dab_trajectory"]
+    trajectory = report.tables["per_trajectory"]
     assert [cell.value for cell in trajectory.column("DB queries")] == [2.0]
     assert [cell.value for cell in trajectory.column("Python executions")] == [1.0]
     assert [cell.value for cell in trajectory.column("iterations")] == [3.0]
@@ -84,7 +84,7 @@ def test_dabstep_accuracy_easy_and_hard_with_cost(tmp_path):
     rows = [(f"e{i}", 1, "easy", {"correct": float(i < 3)}, []) for i in range(4)]
     rows += [(f"h{i}", 1, "hard", {"correct": float(i < 1)}, []) for i in range(4)]
     report = assemble(load_runs([write_run(tmp_path / "run", "dabstep", rows)]))
-    table = report.tables["dabstep"]
+    table = report.tables["accuracy_by_level"]
     assert table.column("easy accuracy")[0].value == 0.75 and table.column("easy accuracy")[0].n == 4
     assert table.column("hard accuracy")[0].value == 0.25
     assert table.column("total cost $")[0].value == pytest.approx(0.08)
@@ -107,11 +107,11 @@ def test_dbgorilla_metrics_per_component_and_by_argument_count(tmp_path):
         ("dbgorilla-2", 1, None, scores(0.7, 0.0, search=0.0, groupby=1.0), ["query_database"]),  # two
     ]
     report = assemble(load_runs([write_run(tmp_path / "run", "dbgorilla", rows)]))
-    metrics = report.tables["dbgorilla"]
+    metrics = report.tables["metrics"]
     assert metrics.column("search_query EM")[0].value == pytest.approx(2 / 3)
     assert metrics.column("groupby_property EM")[0].n == 2  # only the queries whose gold groups
     assert metrics.column("exact_match")[0].value == pytest.approx(1 / 3)
-    by_arguments = report.tables["dbgorilla_args"]
+    by_arguments = report.tables["by_argument_count"]
     assert cells(by_arguments, "gold arguments") == ["1", "2"]
     assert [cell.value for cell in by_arguments.column("AST")] == [pytest.approx(1.0), pytest.approx(0.625)]
 

@@ -62,7 +62,7 @@ def test_every_report_file_is_written_from_the_run_log(tmp_path):
     for png in (p for key, p in files.files.items() if key.startswith("figure:")):
         assert png.stat().st_size > 0 and f"figures/{png.name}" in markdown
         assert f"figures/{png.stem}.svg" in markdown and png.with_suffix(".svg").exists()
-    assert "| tool_use | beta | 6 | 5 |" in markdown  # the overview's counts
+    assert "| tool_use | beta | 6 | 6 | 5 |" in markdown  # the overview's counts: tasks, units, completed
 
 
 def test_the_drill_down_has_each_task_with_every_system_side_by_side(tmp_path):
@@ -94,7 +94,7 @@ def test_runs_of_a_system_and_model_with_the_same_settings_are_one_row(tmp_path)
     result = runner.invoke(app, ["report", str(first), str(second), "--out", str(tmp_path / "both")])
     assert result.exit_code == 0, result.output
     summary = (tmp_path / "both" / "summary.md").read_text()
-    assert "| tool_use | beta | 11 |" in summary  # 6 trials from the first run, 5 from the second
+    assert "| tool_use | beta | 6 | 11 |" in summary  # 6 tasks; 11 units: 6 from the first run, 5 from the second
     assert "bundled: comparison" in result.output and "summary.md" in result.output  # the terminal table too
 
 

@@ -32,6 +32,14 @@ def test_no_difference_needs_no_number():
     assert tasks_needed([1.0]) is None
 
 
+def test_a_difference_without_spread_needs_what_the_exact_test_needs():
+    """Every task differs by the same amount: the exact test reaches p < 0.05 at 6 tasks (2·(1/2)^6), never
+    at the 2 tasks there are; and no gap is said to need fewer tasks than that."""
+    assert tasks_needed([1.0, 1.0]) == 6
+    assert tasks_needed([0.75, 0.75, 0.75]) == 6
+    assert tasks_needed([1.0] * 9 + [0.0]) == 6  # the normal approximation alone would say 1
+
+
 def _record(system: str, task: str, correct: float | None, status: str = "completed"):
     return ResultRecord(
         task_id=task,
@@ -65,11 +73,13 @@ def _three_systems():
 def test_pairwise_p_values_are_holm_adjusted_over_the_pairs_compared():
     pairs = pairwise(_three_systems())
     assert [(p.first, p.second, p.tasks) for p in pairs] == [("a/m", "b/m", 12), ("a/m", "c/m", 10), ("b/m", "c/m", 10)]
-    assert [p.mcnemar_p_holm for p in pairs] == holm([p.mcnemar_p for p in pairs])
-    assert [p.bootstrap_p_holm for p in pairs] == holm([p.bootstrap_p for p in pairs])
-    assert all(p.mcnemar_p_holm >= p.mcnemar_p for p in pairs)
-    # a vs c: 10 discordant pairs, exact sign test p = 2 / 2**10; the smallest of 3 → × 3
-    assert pairs[1].mcnemar_p == pytest.approx(2 / 2**10) and pairs[1].mcnemar_p_holm == pytest.approx(6 / 2**10)
+    assert [p.exact_p_holm for p in pairs] == holm([p.exact_p for p in pairs])
+    assert all(p.exact_p_holm >= p.exact_p for p in pairs)
+    # fewer than 20 tasks: no bootstrap p-value (too few distinct resamples), the exact test alone
+    assert all(math.isnan(p.bootstrap_p) and math.isnan(p.bootstrap_p_holm) for p in pairs)
+    # a vs c: 10 discordant pairs, exact McNemar p = 2 / 2**10; the smallest of 3 → × 3
+    assert pairs[1].exact_p == pytest.approx(2 / 2**10) and pairs[1].exact_p_holm == pytest.approx(6 / 2**10)
+    assert {p.exact_test for p in pairs} == {"exact McNemar"}
     assert [(p.first_infra_lost, p.second_infra_lost) for p in pairs] == [(0, 0), (0, 2), (0, 2)]
 
 
@@ -77,7 +87,7 @@ def test_summary_states_the_number_of_comparisons_and_both_p_values():
     lines = pair_lines(pairwise(_three_systems()))
     assert lines[0] == "## Paired comparisons (3 comparisons, on the tasks both answered)"
     a_c = next(line for line in lines if line.startswith("| a/m | c/m |"))
-    assert "| 10 | 0 / 2 |" in a_c and "0.002 (0.006)" in a_c  # raw, then Holm-adjusted
+    assert "| 10 | 0 / 2 |" in a_c and "| exact McNemar | 0.002 (0.006) |" in a_c  # raw, then Holm-adjusted
     assert any("adjusted over the 3 comparisons" in line for line in lines)
 
 
@@ -95,3 +105,21 @@ def test_rows_that_lost_different_tasks_are_ranked_on_the_tasks_all_have_a_verdi
     line = leader_line(data) or ""
     assert line.startswith("Ranked on the 8 tasks every row has a verdict for (y/m 0.875, x/m 0.750). y/m vs")
     assert "on 8 common tasks" in line and "tasks lost to infra errors: y/m 0, x/m 4" in line
+
+
+def _epochs(system: str, task: str, verdicts: list[float]) -> list[ResultRecord]:
+    return [_record(system, task, v).model_copy(update={"epoch": e}) for e, v in enumerate(verdicts, start=1)]
+
+
+def test_the_two_task_leader_line_uses_the_exact_test_and_claims_no_more_than_two_tasks_show():
+    """a is right on both tasks every time, b on 1 of 4 trials of each: +0.750 on 2 tasks. The line once said
+    "bootstrap p 0.000; McNemar p 0.500; a gap this size needs about 2 tasks"."""
+    records = [*_epochs("a", "T1", [1.0] * 4), *_epochs("a", "T2", [1.0] * 4)]
+    records += [*_epochs("b", "T1", [1.0, 0.0, 0.0, 0.0]), *_epochs("b", "T2", [0.0, 0.0, 1.0, 0.0])]
+    data = ReportData(runs=[], records=records, common_tasks=["T1", "T2"], left_out={}, benchmark="bundled")
+    line = leader_line(data) or ""
+    assert line.startswith("a/m vs runner-up b/m: +0.750")
+    assert "on 2 common tasks, not significant" in line
+    assert "no bootstrap p below 20 tasks" in line and "0.000" not in line
+    assert "exact sign test p 0.500" in line and "McNemar" not in line  # per-task means: a sign test, named so
+    assert line.endswith("a gap this size needs about 6 tasks")

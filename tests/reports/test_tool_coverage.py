@@ -11,6 +11,7 @@ import pytest
 from data_agent_compare.reports import tables
 from data_agent_compare.reports.runs import load_runs
 from data_agent_compare.reports.summary import confidence_lines
+from data_agent_compare.tasks.bundled.loader import BundledBenchmark
 
 from helpers import FIXTURES
 
@@ -25,7 +26,8 @@ def test_the_difficulty_table_and_summary_show_tool_coverage_beside_tos(tmp_path
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     data = load_runs([run])
 
-    table = tables.by_difficulty(data)
+    (spec,) = [s for s in BundledBenchmark.report_tables if s.kind == "by_difficulty"]  # its declared table
+    table = tables.by_difficulty(data, spec)
     assert table.columns.index("tool coverage") == table.columns.index("TOS") + 1
     column = table.columns.index("tool coverage")
     by_system = {row[0].text: row[column].value for row in table.rows}
