@@ -154,7 +154,7 @@ class Benchmark(ABC):
         `postgres_url`); others are ignored."""
         if self.needs_path and path is None:
             raise BenchmarkError(
-                f"the {self.name} benchmark needs its task files: give --tasks-path (compare score: --tasks)"
+                f"the {self.name} benchmark needs its task files: give --tasks-path"
             )
         self.path = Path(path) if path is not None else None
         self.options = options

@@ -50,6 +50,8 @@ def read_text(path: str | Path) -> str:
     """A whole UTF-8 text file; a TaskLoadError naming the file (and the line and byte offset of the
     first byte that is not UTF-8) when it is missing, unreadable or binary."""
     path = Path(path)
+    if path.is_dir():  # e.g. DBGorilla's --tasks-path given the folder that holds its queries file
+        raise TaskLoadError(path, None, None, "is a folder; give the file itself")
     if not path.is_file():
         raise TaskLoadError(path, None, None, "file not found")
     try:
