@@ -19,7 +19,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from ..compare.benchmark import BENCHMARKS
 from ..compare.limits import RateLimit
@@ -30,6 +30,7 @@ from ..compare.safe_load import DocumentTooComplex, load_yaml
 from ..compare.task import Task
 from ..compare.tool import ToolSettings
 from ..compare.trace import Budgets
+from .benchmark_settings import BenchmarkSettingsError, gather, input_keys
 
 OPENAI_COMPATIBLE_PREFIX = "openai-compatible:"
 
@@ -62,16 +63,12 @@ class RunConfig(BaseModel):
     tasks_path: str | None = None
     limit: int | None = Field(default=None, ge=1, strict=True)  # strict: `true` is no count
     task_ids: list[str] | None = None
-    hints: bool = False  # DAB: dataset descriptions with hints
-    dab_validator_cpu_s: float = Field(default=600.0, gt=0)  # DAB: CPU seconds one validate.py may use
     levels: list[str] | None = None  # only tasks of these levels
     question_types: list[str] | None = None  # only tasks of these question types
     epochs: int = Field(default=1, ge=1, strict=True)
     concurrency: int = Field(default=1, ge=1, strict=True)
     out: str | None = None
     judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
-    postgres_url: str | None = None  # a server for DAB's PostgreSQL dumps; None: a throw-away local one
-    postgres_reader_url: str | None = None  # an existing read-only role for agent queries on postgres_url
     base_url: str | None = None  # for openai-compatible:<id> models named on the command line
     api_key_env: str | None = None
     plugins: list[str] = Field(default_factory=list)  # modules or .py files that register systems, benchmarks, ...
@@ -87,6 +84,17 @@ class RunConfig(BaseModel):
     executor: Literal["thread", "process", "ray"] = "thread"  # where units run (`app/executors.py`)
     workers: int | None = Field(default=None, ge=1, strict=True)  # `--executor process`: None = one per core
     ray_address: str | None = None  # `--executor ray`: a cluster to join; None starts a local one
+    # The run's benchmark's own settings (`Benchmark.settings_model`, app/benchmark_settings.py), under its
+    # name: `dab: {hints: true}` in a config file; old top-level keys and flags (`--hints`) still set them.
+    benchmark_settings: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_benchmark_settings(cls, data: Any) -> Any:
+        try:
+            return gather(data, input_keys(cls), "bundled")
+        except BenchmarkSettingsError as refused:
+            raise ConfigError(str(refused)) from None
 
     @property
     def workflows(self) -> list[str]:
@@ -94,13 +102,9 @@ class RunConfig(BaseModel):
         return self.systems
 
     def benchmark_options(self) -> dict[str, Any]:
-        """The settings a benchmark may use (`Benchmark.__init__`)."""
-        return {
-            "hints": self.hints,
-            "postgres_url": self.postgres_url,
-            "postgres_reader_url": self.postgres_reader_url,
-            "validator_cpu_s": self.dab_validator_cpu_s,
-        }
+        """The settings the run's benchmark declares (`Benchmark.__init__`), passwords and all."""
+        settings = self.benchmark_settings.get(self.benchmark)
+        return dict(settings) if settings is not None else {}
 
 
 def config_text(name: str) -> str:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from ..compare.benchmark import Benchmark, BenchmarkError, ReportTableSpec, TaskLoadError
 from ..compare.safe_load import DocumentTooComplex, load_yaml
@@ -47,7 +48,16 @@ from ..evaluators.dab import leaderboard_pass_at_k, missing_scaffold, pass_at_k_
 from ..evaluators.predictions import text_answer
 from ..tools import SQL_KINDS, check_kinds, offered
 from ..tools.dab import dab_tools
-from ..tools.postgres import PostgresCluster, PostgresError, PostgresServer, prepare_postgres
+from ..tools.postgres import (
+    BACKEND_MEMORY_MB,
+    READER_CONNECTION_LIMIT,
+    PostgresCluster,
+    PostgresError,
+    PostgresServer,
+    prepare_postgres,
+    register_url_secrets,
+    url_without_password,
+)
 from .records import collect, is_lfs_pointer, json_object, read_json, read_lines, read_text
 
 if TYPE_CHECKING:
@@ -312,6 +322,36 @@ def quote(identifier: str) -> str:
 DAB_KINDS = {*SQL_KINDS, DataSourceKind.MONGO}
 
 
+class DabSettings(BaseModel):
+    """DAB's run settings: `dab: {...}` in a config file, or the flags and old top-level keys in
+    `DataAgentBench.settings_aliases`. The manifest records them with passwords masked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hints: bool = False  # db_description_withhint.txt with the description (`--hints`)
+    validator_cpu_s: float = Field(default=600.0, gt=0)  # CPU seconds one query's validate.py may use
+    postgres_url: str | None = None  # a server for the PostgreSQL dumps; None: a throw-away local cluster
+    postgres_reader_url: str | None = None  # with postgres_url: an existing read-only role for agent queries
+    postgres_connection_limit: int = Field(default=READER_CONNECTION_LIMIT, ge=1, strict=True)  # reader sessions
+    # Address space of each server process of the throw-away cluster: what one agent query can take.
+    postgres_backend_memory_mb: int = Field(default=BACKEND_MEMORY_MB, ge=256, strict=True)
+
+    @model_validator(mode="after")
+    def _reader_needs_a_server(self) -> DabSettings:
+        if self.postgres_reader_url and not self.postgres_url:
+            raise ValueError(
+                "--postgres-reader-url (postgres_reader_url) names a role on the server of --postgres-url, "
+                "and there is none: give --postgres-url too, or drop --postgres-reader-url"
+            )
+        register_url_secrets(self.postgres_url)
+        register_url_secrets(self.postgres_reader_url)
+        return self
+
+    @field_serializer("postgres_url", "postgres_reader_url")
+    def _without_password(self, url: str | None) -> str | None:
+        return None if url is None else url_without_password(url)
+
+
 DAB_TABLES = (
     ReportTableSpec("pass_at_k", "DAB pass@k per dataset and stratified average"),
     ReportTableSpec("per_trajectory", "DAB: per trajectory (mean [95% CI])"),
@@ -328,6 +368,14 @@ class DataAgentBench(Benchmark):
 
     name = BENCHMARK
     scorers = ("dab", "tool_success")
+    settings_model: ClassVar[type[BaseModel]] = DabSettings
+    # The settings' flags and old top-level config keys (configs/defaults.yaml before `dab:`), by field.
+    settings_aliases: ClassVar[dict[str, str]] = {
+        "hints": "hints",
+        "dab_validator_cpu_s": "validator_cpu_s",
+        "postgres_url": "postgres_url",
+        "postgres_reader_url": "postgres_reader_url",
+    }
     run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
     report_tables = DAB_TABLES
     published_digits = 4  # the leaderboard prints 4 places (`submission_aggregate` rounds as it does)
@@ -372,7 +420,11 @@ class DataAgentBench(Benchmark):
             return tasks
         try:
             prepared, self._cluster = prepare_postgres(
-                tasks, url=self.options.get("postgres_url"), reader_url=self.options.get("postgres_reader_url")
+                tasks,
+                url=self.options.get("postgres_url"),
+                reader_url=self.options.get("postgres_reader_url"),
+                connection_limit=self.options.get("postgres_connection_limit") or READER_CONNECTION_LIMIT,
+                backend_memory_mb=self.options.get("postgres_backend_memory_mb") or BACKEND_MEMORY_MB,
             )
         except PostgresError as unavailable:
             raise BenchmarkError(str(unavailable)) from unavailable

@@ -53,8 +53,9 @@ from urllib.parse import quote, unquote, urlsplit
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from ..compare.runlog import register_secret
 from ..compare.task import DataSource, DataSourceKind, Task
 from .pg_dump import DumpReader, DumpRefused, Statement
 
@@ -224,6 +225,8 @@ class PostgresCluster:
         self.port = 0
         self.admin = _Role(ADMIN_ROLE, secrets.token_urlsafe(24))
         self.reader = _Role(READER_ROLE, secrets.token_urlsafe(24))
+        register_secret(self.admin.password)
+        register_secret(self.reader.password)
         self._dir: Path | None = None
         self._supervisor: subprocess.Popen[bytes] | None = None
 
@@ -600,6 +603,9 @@ class PostgresServer:
         self.reader_url = reader_url
         self.connection_limit = connection_limit
         self.reader = _Role(f"{READER_ROLE}_{secrets.token_hex(4)}", secrets.token_urlsafe(24))
+        register_secret(self.reader.password)
+        register_url_secrets(url)
+        register_url_secrets(reader_url)
         self._address: tuple[str, int] | None = None
         self._created = False
 
@@ -898,6 +904,45 @@ def clean_url(address: tuple[str, int], role: _Role, dbname: str) -> str:
     shown_host = quote(host, safe="") if host.startswith("/") else (f"[{host}]" if ":" in host else host)
     user = f"{quote(role.name, safe='')}:{quote(role.password, safe='')}@"
     return f"postgresql://{user}{shown_host}:{port}/{quote(dbname, safe='')}"
+
+
+MASK = "***"
+_PASSWORD_KEYS = {"password", "passfile", "sslpassword"}
+
+
+def url_without_password(url: str) -> str:
+    """`url` (a postgresql:// URL or a key=value conninfo) with every password replaced by MASK,
+    parsed rather than pattern-matched, so that no character of a password (a quote, an `@`)
+    leaves a part of it behind. What cannot be parsed is replaced whole."""
+    if "://" not in url:
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError:
+            return MASK
+        return make_conninfo(**{k: MASK if k in _PASSWORD_KEYS else v for k, v in params.items()})
+    scheme, _, rest = url.partition("://")
+    authority, slash, path_and_query = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    if ":" in userinfo:
+        userinfo = userinfo.partition(":")[0] + ":" + MASK
+    path, question, query = path_and_query.partition("?")
+    if question:
+        pairs = [pair.partition("=") for pair in query.split("&")]
+        query = "&".join(f"{k}={MASK}" if unquote(k) in _PASSWORD_KEYS else k + eq + v for k, eq, v in pairs)
+    return f"{scheme}://{userinfo}{at}{hosts}{slash}{path}{question}{query}"
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Mask the passwords `url` carries in everything the run log writes from now on."""
+    if not url:
+        return
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return
+    for key in _PASSWORD_KEYS & params.keys():
+        register_secret(str(params[key]))
+        register_secret(quote(str(params[key]), safe=""))
 
 
 def _sha256(path: Path) -> str:
