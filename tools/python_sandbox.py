@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from .sandbox_memory import memory_mode, sandbox_cgroup
 from .seccomp import SeccompUnavailable, seccomp_program
 
 SandboxMode = Literal["bubblewrap", "unsafe", "unavailable"]
@@ -91,6 +92,8 @@ DATA_MOUNT = "/data"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 INPUT_FILE_MODE = "0444"
 UNSAFE_NOTE = "[ran WITHOUT the sandbox: bubblewrap is unavailable and --unsafe-python is set]"
+# Joins the sandbox's memory cgroup ($0 is its cgroup.procs), then becomes bwrap: nothing runs outside it.
+JOIN_CGROUP = 'echo 0 > "$0" && exec "$@"'
 PACKAGE = __package__.partition(".")[0]  # data_agent_compare: masked in the sandbox
 
 # Runs before the code (main.py in the working folder). Limits are set here rather than in a
@@ -145,6 +148,7 @@ class SandboxRun:
     stdout_truncated: bool
     stderr_truncated: bool
     mode: Literal["bubblewrap", "unsafe"] = "bubblewrap"
+    memory_peak_bytes: int | None = None  # all the sandbox's processes together (its memory cgroup); None: unknown
 
 
 # ---------------------------------------------------------------- availability
@@ -245,16 +249,21 @@ def _run_bubblewrap(
         scratch, shm = tmpfs_sizes(memory_mb)
         limits = _limits(timeout_s if cpu_s is None else cpu_s, memory_mb, processes)
         limits["RLIMIT_AS"] -= scratch + shm  # what the tmpfs mounts can hold is memory too
-        program = [sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": False})]
-        seccomp = _anonymous_file(stack, seccomp_program()).fileno() if seccomp_filter else None
+        single_process = memory_mode() == "single process"  # no cgroup: one process is the whole budget
+        config = {"limits": limits, "block_fork": single_process}
+        program = [sys.executable, "-I", "-c", PRELUDE, json.dumps(config)]
+        filter_program = seccomp_program(single_process=single_process)
+        seccomp = _anonymous_file(stack, filter_program).fileno() if seccomp_filter else None
         command = bubblewrap_command(program, data_dir, read_only, input_fds, info.fileno(), seccomp, memory_mb)
         options, program_part = command[1 : command.index("--")], command[command.index("--") :]
         args = _anonymous_file(stack, b"".join(option.encode() + b"\0" for option in options))
+        cgroup = stack.enter_context(sandbox_cgroup(memory_mb << 20))  # removed after the teardown below
+        launch = ["/bin/sh", "-c", JOIN_CGROUP, str(cgroup.procs), command[0]] if cgroup else ["bwrap"]
         # bwrap gets an empty environment too: the sandbox's /proc/1/environ is bwrap's; and its
-        # options by fd, so /proc/1/cmdline shows only "bwrap --args N -- <program>"
+        # options by fd, so /proc/1/cmdline shows only "<bwrap> --args N -- <program>"
         process = subprocess.Popen(
-            ["bwrap", "--args", str(args.fileno()), *program_part],
-            executable=command[0],
+            [*launch, "--args", str(args.fileno()), *program_part],
+            executable=None if cgroup else command[0],
             env={},
             cwd="/",
             stdin=given,
@@ -265,7 +274,9 @@ def _run_bubblewrap(
         )
         timed_out = _supervise(process, info.fileno(), timeout_s)
         (stdout, out_cut), (stderr, err_cut) = _read_capped(out), _read_capped(err)
-        return SandboxRun(_exit_status(process.returncode), timed_out, stdout, stderr, out_cut, err_cut)
+        peak = cgroup.peak_bytes() if cgroup else None
+        status = _exit_status(process.returncode)
+        return SandboxRun(status, timed_out, stdout, stderr, out_cut, err_cut, memory_peak_bytes=peak)
 
 
 def _anonymous_file(stack: contextlib.ExitStack, content: str | bytes) -> IO[bytes]:
@@ -655,6 +666,8 @@ class PythonTool(Tool):
         if cut:
             parts.append(f"[output truncated at {OUTPUT_MAX_BYTES} bytes per stream]")
         error = self._failure(run.exit_status, run.timed_out, stderr)
+        if error and run.exit_status == -signal.SIGKILL and self._budget_reached(run):
+            error += f" (all its processes together reached the {self.settings.python_memory_mb} MB memory limit)"
         parts.append(f"[{error}]" if error else "[exit status 0]")
         if run.mode == "unsafe":
             parts.append(UNSAFE_NOTE)
@@ -666,6 +679,11 @@ class PythonTool(Tool):
             "sandbox": run.mode,
         }
         return ToolResult(success=error is None, content="\n".join(parts), data=data, truncated=cut, error=error)
+
+    def _budget_reached(self, run: SandboxRun) -> bool:
+        """The sandbox's memory cgroup killed it: its peak came within a few pages of the budget."""
+        budget = self.settings.python_memory_mb << 20
+        return run.memory_peak_bytes is not None and run.memory_peak_bytes >= budget - (4 << 20)
 
     def _failure(self, status: int, timed_out: bool, stderr: str) -> str | None:
         if timed_out:

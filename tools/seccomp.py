@@ -60,6 +60,10 @@ SYSCALLS = {
         "memfd_create": 279, "bpf": 280, "userfaultfd": 282, "kexec_file_load": 294,
     },
 }  # fmt: skip
+CLONE_THREAD = 0x00010000
+# Refused as well where no memory cgroup holds the sandbox (`single_process`); aarch64 has no fork/vfork.
+SINGLE_PROCESS_DENIED = {"x86_64": ("fork", "vfork", "shmget"), "aarch64": ("shmget",)}
+SINGLE_PROCESS_NUMBERS = {"x86_64": {"fork": 57, "vfork": 58, "shmget": 29}, "aarch64": {"shmget": 194}}
 # Numbered alike on every architecture since Linux 5.1.
 _COMMON = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
@@ -80,13 +84,18 @@ class SeccompUnavailable(RuntimeError):
     """No filter for this machine's architecture."""
 
 
-def seccomp_program(machine: str | None = None) -> bytes:
+def seccomp_program(machine: str | None = None, single_process: bool = False) -> bytes:
     """The filter as bwrap's --seccomp reads it: struct sock_filter entries (u16 code, u8 jt,
-    u8 jf, u32 k), native byte order. Raises SeccompUnavailable on an architecture without a table."""
+    u8 jf, u32 k), native byte order. Raises SeccompUnavailable on an architecture without a table.
+
+    `single_process` (where no memory cgroup can hold the sandbox, tools/sandbox_memory.py) also
+    refuses new processes (fork, vfork, clone without CLONE_THREAD) and System V shared memory, so
+    RLIMIT_AS of the one process is the sandbox's whole budget."""
     machine = machine or platform.machine()
     if machine not in SYSCALLS:
         raise SeccompUnavailable(f"no seccomp filter for the {machine} architecture (x86_64 and aarch64 have one)")
     numbers = {**SYSCALLS[machine], **_COMMON}
+    denied = [*DENIED, *(SINGLE_PROCESS_DENIED[machine] if single_process else ())]
     code: list[tuple[int, int | str, int | str, int]] = [
         (_LD_ABS, 0, 0, _ARCH),
         (_JEQ, 0, "kill", AUDIT_ARCH[machine]),
@@ -94,7 +103,7 @@ def seccomp_program(machine: str | None = None) -> bytes:
     ]
     if machine == "x86_64":
         code.append((_JGE, "deny", 0, X32_SYSCALL_BIT))
-    code += [(_JEQ, "deny", 0, numbers[name]) for name in DENIED]
+    code += [(_JEQ, "deny", 0, numbers.get(name, SINGLE_PROCESS_NUMBERS[machine].get(name))) for name in denied]
     code += [
         (_JEQ, "enosys", 0, numbers["clone3"]),
         (_JEQ, "clone", 0, numbers["clone"]),
@@ -103,6 +112,7 @@ def seccomp_program(machine: str | None = None) -> bytes:
         ("clone", 0, 0, 0),
         (_LD_ABS, 0, 0, _arg_low(0)),  # clone's flags
         (_JSET, "deny", 0, CLONE_NAMESPACES),
+        *([(_JSET, 0, "deny", CLONE_THREAD)] if single_process else []),  # a thread, not a process
         (_RET, 0, 0, RET_ALLOW),
         ("ioctl", 0, 0, 0),
         (_LD_ABS, 0, 0, _arg_low(1)),  # the request
