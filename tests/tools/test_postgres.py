@@ -16,6 +16,7 @@ import data_agent_compare.tools.postgres as pg
 from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
 from data_agent_compare.tasks.dab import load_dab
 from data_agent_compare.tools import SchemaTool, SqlTool, ToolError, ToolSettings
+from data_agent_compare.tools.pg_dump import DumpReader
 from data_agent_compare.tools.postgres import (
     PostgresCluster,
     PostgresError,
@@ -23,7 +24,6 @@ from data_agent_compare.tools.postgres import (
     prepare_postgres,
     restore_dump,
 )
-from data_agent_compare.tools.pg_dump import DumpReader
 from data_agent_compare.tools.sql import Databases, PostgresDatabase
 
 from helpers import FIXTURES, postgres_bin_dir_or_skip

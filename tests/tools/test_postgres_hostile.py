@@ -96,9 +96,12 @@ def test_a_role_from_the_environment_or_a_service_file_serves_only_the_suite(
 
 
 def make_roles(server: PostgresCluster, *statements: str) -> None:
+    """Run `statements`; each LOGIN role they make may connect to `postgres`, where its URL points."""
     with psycopg.connect(server.admin_url(), autocommit=True) as con:
         for statement in statements:
             con.execute(statement)
+            if " LOGIN " in statement:
+                con.execute(f"GRANT CONNECT ON DATABASE postgres TO {statement.split()[2]}")
 
 
 def reader(server: PostgresCluster, role: str) -> str:
@@ -263,3 +266,10 @@ def test_quoted_backslashes_and_dollar_quotes_are_data_not_commands() -> None:
     assert statements[1].body.endswith("$body$;")
     with pytest.raises(DumpRefused, match=r"quoted\.sql:2: a psql meta-command"):
         list(DumpReader(Path("quoted.sql"), [b"SELECT 1;\n", b"SELECT 'a' \\g\n"]))
+
+
+def test_the_readers_of_a_cluster_the_suite_starts_connect_to_the_restored_databases_only(
+    server: PostgresCluster,
+) -> None:
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        psycopg.connect(server.url("postgres"))

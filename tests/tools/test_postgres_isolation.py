@@ -119,6 +119,7 @@ def test_a_url_role_that_cannot_create_roles_is_refused_and_so_is_a_privileged_r
     with psycopg.connect(server.admin_url(), autocommit=True) as con:
         con.execute("CREATE ROLE plain_owner LOGIN PASSWORD 'pw' CREATEDB")
         con.execute("CREATE ROLE file_reader LOGIN PASSWORD 'pw' IN ROLE pg_read_server_files")
+        con.execute("GRANT CONNECT ON DATABASE postgres TO plain_owner, file_reader")  # PUBLIC may not
     host_and_database = server.admin_url().split("@", 1)[1]
     plain = f"postgresql://plain_owner:pw@{host_and_database}"
     with pytest.raises(PostgresError, match=r"cannot create roles.*grant it CREATEROLE"):
