@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 from rich.table import Table
+from rich.text import Text
 
 from ..compare.benchmark import ACCURACY, ReportMetric, benchmark_class
 from ..compare.model import REQUEST_FAULTS
@@ -542,8 +543,8 @@ def rich_table(rows: list[SummaryRow], title: str = "Comparison (means per task;
         widest = max([len(name), *(len(cell(row)) for row in rows)])
         justify = "left" if name in ("system", "model") else "right"
         table.add_column(name, justify=justify, no_wrap=True, min_width=widest)
-    for row in rows:
-        table.add_row(*(cell(row) for _, cell in columns))
+    for row in rows:  # as plain text: a row label's "[max_steps=1]" is no Rich markup
+        table.add_row(*(Text(cell(row)) for _, cell in columns))
     return table
 
 

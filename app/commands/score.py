@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from . import common
 from .common import benchmark_at, fail
@@ -56,7 +55,7 @@ def score(options: ScoreOptions) -> None:
     Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
     from ...compare.benchmark import BenchmarkError
     from ...evaluators.submissions import FORMATS, SubmissionError
-    from ..scoring import finish, read_inputs, score_predictions, write_aggregate
+    from ..scoring import aggregate_table, finish, metric_table, read_inputs, score_predictions, write_aggregate
 
     bench = benchmark_at(options.benchmark, options.tasks_path or options.tasks)
     scorers = _scorers_of(bench, options.rule)
@@ -82,13 +81,17 @@ def score(options: ScoreOptions) -> None:
     except (BenchmarkError, SubmissionError) as problem:  # nothing to score, or a malformed submission
         raise fail(str(problem)) from None
     output = common.output
-    output.print(_metric_table(run.rows))
+    means, relation = metric_table(run.rows, bench)
+    output.print(means)
+    for line in relation:
+        output.print(line, highlight=False, soft_wrap=True, markup=False)
     aggregate = bench.aggregate(run.scored)
     if aggregate:
-        output.print(_aggregate_table(f"{options.benchmark} aggregate metrics", aggregate))
+        output.print(aggregate_table(f"{options.benchmark} aggregate metrics", aggregate, 3))
     finish(run, predictions, bench, loaded, figures, options.published)
     if run.aggregate:
-        output.print(_aggregate_table(f"{options.benchmark} leaderboard aggregate ({run.format})", run.aggregate))
+        title = f"{options.benchmark} leaderboard aggregate ({run.format})"
+        output.print(aggregate_table(title, run.aggregate, bench.published_digits))
     for line in [*run.checks, *run.notes]:
         output.print(line, highlight=False, soft_wrap=True, markup=False)
     if out is not None and run.aggregate:
@@ -104,27 +107,3 @@ def _scorers_of(bench: Benchmark, rule: str | None) -> tuple[str, ...]:
         known = ", ".join(bench.rules) or "none"
         raise fail(f"the {bench.name} benchmark has no scoring rule {rule!r}; earlier revisions: {known}")
     return bench.rules[rule]
-
-
-def _metric_table(rows: list[dict[str, Any]]) -> Table:
-    from ...evaluators.statistics import bootstrap_ci
-
-    table = Table(title="Scores (mean with 95% bootstrap CI)")
-    for column in ("metric", "n", "mean", "95% CI"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    numeric = {key for row in rows for key, value in row.items() if isinstance(value, int | float)}
-    metrics = sorted(numeric - {"epoch"})  # a row's epoch numbers its run, it is no score
-    for metric in metrics:
-        values = [float(row[metric]) for row in rows if isinstance(row.get(metric), int | float)]
-        mean, low, high = bootstrap_ci(values)
-        table.add_row(metric, str(len(values)), f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]")
-    return table
-
-
-def _aggregate_table(title: str, metrics: dict[str, Any]) -> Table:
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for name, value in metrics.items():
-        table.add_row(name, "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
-    return table
