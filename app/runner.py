@@ -552,6 +552,10 @@ def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> No
 def create_executor(plan: RunPlan, pending: list[Unit], writer: RunLogWriter, endpoint: EndpointFactory) -> Executor:
     """The executor `--executor` names; worker processes and Ray are imported only when asked for."""
     from .executors import ProcessExecutor, ThreadExecutor
+    # what the provider did to the earlier attempts stays counted (the summary's provider errors, retries)
+    record.provider_errors += earlier.provider_errors
+    record.retries += earlier.retries
+    record.backoff_s += earlier.backoff_s
 
     kind = plan.config.executor
     if kind == "process":
