@@ -6,18 +6,27 @@ dump once per run, into the server the user names (`--postgres-url`) or into a
 `postgresql://` URLs that `tools/sql.py`'s `PostgresDatabase` opens read-only.
 
 The throw-away cluster listens on 127.0.0.1 only, on a free port, with its data and unix
-socket in a private temporary folder. Two roles with generated passwords: an admin (the
-superuser, used only to restore) and a reader whose URL goes into the tasks. Passwords rather
-than trust auth, because an agent's Python tool runs on the same machine and could otherwise
-connect to the loopback port as the superuser.
+socket in a private temporary folder; every server process runs under RLIMIT_AS
+(`backend_memory_mb`), so one query cannot take more than that. Two roles with generated
+passwords: an admin (the superuser, used only to restore) and a reader whose URL goes into the
+tasks. Passwords rather than trust auth, because an agent's Python tool runs on the same machine
+and could otherwise connect to the loopback port as the superuser.
+
+A dump runs no code (`restore_dump`): it is never given to psql (tools/pg_dump.py reads it and
+refuses meta-commands and any COPY but `FROM stdin`), and its statements run as a fresh
+unprivileged role that owns the new database, not as the admin.
 
 The reader (`create_reader`) can only SELECT the restored databases' user tables: no
-superuser, no predefined role (pg_read_all_data would show pg_authid's password hashes;
-pg_read_server_files, pg_execute_server_program, large objects stay superuser-only), read-only
-transactions, and statement_timeout, work_mem and temp_file_limit bound what its queries cost
-the server. With `--postgres-url` the suite restores as the URL's role and creates such a
-reader per run (`PostgresServer`), dropped at close; a role the URL names must be able to create
-roles, or the run names an existing reader (`reader_url`, checked by `check_reader`).
+superuser, no predefined role, read-only transactions, statement_timeout, work_mem,
+temp_file_limit and a connection limit. Every unit of a run shares it, so in each restored
+database PUBLIC loses the functions and views that signal or watch other sessions
+(`lock_down`: pg_terminate_backend, pg_stat_activity, ...). `reader_problems` checks the reader
+in every restored database, following role membership by any path. The agent's URL names only
+host, port, database, the reader and its password (`clean_url`): a role in the query string of
+`--postgres-url`, a service file or PGUSER/PGPASSWORD serve the suite's admin connection only.
+With `--postgres-url` the suite restores as the URL's role (which must be able to create roles)
+and creates such a reader per run (`PostgresServer`), dropped at close, or the run names an
+existing reader (`reader_url`, checked the same way). docs/postgres-security.md says it all.
 
 Nothing outlives the run: the server runs under a small supervisor (SUPERVISOR) that stops it
 and deletes its folder when the runner asks, or as soon as the runner is gone, however it died
