@@ -65,6 +65,7 @@ from ..compare.scorer import Scores, ScoringError, reports, versioned
 from ..compare.task import Answer, Gold, Task
 from ..compare.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
+from .hedging import flag_hedged
 from .statistics import BootstrapCI, pass_at_k, stratified_bootstrap_ci, stratified_mean
 
 VALIDATOR_CPU_S = 600.0  # CPU seconds per validation (module docstring); the wall backstop is a multiple
@@ -121,6 +122,33 @@ def _official_failure(error: str) -> ValidationResult:
 def _import_paths(validate_py: Path) -> list[Path]:
     folders = [validate_py.parent, *validate_py.parents[2:3]]  # the query folder, the DAB root
     return [folder for folder in folders if folder.is_dir() and folder != folder.parent]  # never all of /
+
+
+SCAFFOLD = "common_scaffold"  # the official helpers some validators import, at the DAB root
+_IMPORTS_SCAFFOLD = re.compile(rf"^\s*(?:from|import)\s+{SCAFFOLD}\b", re.M)
+
+
+def missing_scaffold(validators: Iterable[Path]) -> str | None:
+    """One message naming the missing `common_scaffold/` and the validators that import it, when a DAB root
+    lacks it (up front: each of those validators would otherwise crash on its own); None when nothing is
+    missing. A validator that cannot be read is left to fail when it runs, with its own message."""
+    needing: dict[Path, list[str]] = {}
+    for validate_py in validators:
+        try:
+            imports = _IMPORTS_SCAFFOLD.search(validate_py.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        root = validate_py.parents[2]
+        if imports and not (root / SCAFFOLD).is_dir():
+            needing.setdefault(root, []).append(f"{validate_py.parents[1].name}/{validate_py.parent.name}")
+    if not needing:
+        return None
+    root, queries = next(iter(needing.items()))
+    shown = ", ".join(queries[:5]) + (f" and {len(queries) - 5} more" if len(queries) > 5 else "")
+    return (
+        f"{root / SCAFFOLD} is missing: {len(queries)} validate.py file(s) import it ({shown}); copy "
+        f"{SCAFFOLD}/ from your DAB checkout beside the query_* folders, as the official harness has it"
+    )
 
 
 @functools.cache
@@ -419,10 +447,12 @@ def leaderboard_pass_at_k(outcomes: Mapping[str, list[bool]], task_ids: Iterable
 
 
 @versioned("2")  # 2: a CPU budget instead of a 30 s wall limit; a failed check is a scoring error
-@reports("correct")
+@reports("correct", verdict=True)
 def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback); a check that
-    gave no verdict (a validator that crashed or ran out of time) is a scoring error, not a wrong answer."""
+    gave no verdict (a validator that crashed or ran out of time) is a scoring error, not a wrong answer.
+    An answer listing many candidates is flagged `hedged` beside the verdict (`hedging.py`)."""
+    flag_hedged(task, answer, trace)
     scores, result = score_dab(task, answer)
     if result.error:
         raise ScoringError(f"{result.reason}: {result.error}", undecided=True)

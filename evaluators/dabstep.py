@@ -41,6 +41,7 @@ from ..compare.model import MeteredModel
 from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, Task
 from ..compare.trace import Trace
+from .hedging import flag_hedged
 
 _NUMERIC_WITH_COMMAS = re.compile(r"^\$?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+[.,]\d+)$")
 _FIRST_NUMBER = re.compile(r"(\d*\.\d+|\d+\.?\d*)%?")
@@ -198,7 +199,9 @@ def score_dabstep(task: Task, answer: Answer) -> dict[str, float | None]:
 
 
 @versioned("1")
-@reports("correct", "correct_strict")
+@reports("correct", "correct_strict", verdict=True)
 def dabstep_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
-    """Scorer `dabstep`: the official question_scorer (`correct`) and the strict variant."""
+    """Scorer `dabstep`: the official question_scorer (`correct`) and the strict variant; an answer listing
+    many candidates is flagged `hedged` beside them (`hedging.py`)."""
+    flag_hedged(task, answer, trace)
     return score_dabstep(task, answer)

@@ -31,6 +31,7 @@ from ..compare.model import MeteredModel
 from ..compare.scorer import Scores, reports, versioned
 from ..compare.task import Answer, QuestionType, Task
 from ..compare.trace import Trace
+from .hedging import flag_hedged
 
 _LABEL = re.compile(r"^\s*(?:final\s+)?(?:answer|answers)\s*(?:is|are)?\s*[:=]?\s*|^\s*the\s+answer\s+is\s*:?\s*", re.I)
 _SEPARATORS = r"[\s\[\](){}'\"`,;/&.]"
@@ -121,10 +122,11 @@ def jaccard(task: Task, answer: Answer) -> float:
 
 
 @versioned("1")
-@reports("exact_match")
+@reports("exact_match", verdict=True)
 def exact_match_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
     """Scorer `exact_match`: exact_match of choice and factoid tasks with a gold answer, and
-    jaccard for multiple choice."""
+    jaccard for multiple choice; a factoid answer listing many candidates is flagged `hedged` (`hedging.py`)."""
+    flag_hedged(task, answer, trace)
     match = exact_match(task, answer)
     if match is None:
         return {}

@@ -127,7 +127,7 @@ def test_a_validator_over_its_cpu_budget_is_a_scoring_error_not_a_wrong_answer(t
     sheet = score(task, Answer(text="the 2020s"), Trace(task_id=task.id, system="s", model="m"), ["dab"])
     assert sheet.error is not None and sheet.error.startswith("dab: ScoringError: the official validator gave no")
     assert "(CPU budget 1s)" in sheet.error
-    assert sheet.scores == {}  # no verdict, not a wrong answer: out of the mean, counted as a scoring error
+    assert sheet.scores == {"correct": None}  # no verdict, not a wrong answer: out of the mean, a scoring error
     assert VALIDATOR_CPU_S >= 600  # the default: DAB's limit on one tool call
 
 
