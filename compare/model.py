@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import AnswerStatus, ToolCall
-from .trace import FailedAttempt, ModelCallStep, Phase, TraceRecorder, Usage, utc_now
+from .trace import FailedAttempt, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
 
 
 class Message(BaseModel):
@@ -68,6 +68,58 @@ class GenerationSettings(BaseModel):
     def sent(self) -> dict[str, float | int]:
         """The fields every request carries (the unset ones are removed)."""
         return self.model_dump(exclude_none=True)
+
+
+# A model alias's `params` keys that set what `GenerationSettings` sets (the request body's names included).
+SAMPLING_PARAMS: dict[str, str] = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "seed": "seed",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+    "max_output_tokens": "max_output_tokens",
+}
+
+
+def sampling_conflicts(config: ModelConfig, generation: GenerationSettings, section: str = "generation") -> list[str]:
+    """Why this alias's `params` would override the run's sampling settings (`section`: `generation` or
+    `judge_generation`): one line per key that a provider which sends `params` in the request body
+    (`params_in_body`) would send with another value than the run's. The run's settings win, so such an alias
+    is refused rather than silently sending its own."""
+    if not _params_in_body(config.provider):
+        return []
+    run = generation.model_dump()
+    conflicts = []
+    for key, value in config.params.items():
+        setting = SAMPLING_PARAMS.get(key)
+        if setting is None or run[setting] is None or value == run[setting]:
+            continue
+        flag = f"--{setting.replace('_', '-')} or " if section == "generation" else ""
+        conflicts.append(
+            f"model alias {config.alias!r}: params {key}: {value!r} conflicts with the run's {setting} "
+            f"{run[setting]!r} ({flag}{section}.{setting}); the run's settings go with every request: remove "
+            f"{key!r} from the alias's params"
+        )
+    return conflicts
+
+
+def _params_in_body(provider: str) -> bool:
+    return provider in PROVIDERS and bool(getattr(PROVIDERS.load(provider), "params_in_body", False))
+
+
+def sampling_sent(request: ModelRequest, config: ModelConfig, params_in_body: bool) -> dict[str, float | int]:
+    """The sampling settings a request carried to the provider: the request's, and the alias's `params` keys
+    the provider adds to the body (where the run left a setting unset, an alias may still set it)."""
+    sent: dict[str, float | int] = {
+        name: value
+        for name in ("temperature", "top_p", "seed", "max_output_tokens")
+        if (value := getattr(request, name)) is not None
+    }
+    if params_in_body:
+        for key, value in config.params.items():
+            if key in SAMPLING_PARAMS and isinstance(value, int | float) and not isinstance(value, bool):
+                sent[SAMPLING_PARAMS[key]] = value
+    return sent
 
 
 class ModelResponse(BaseModel):
@@ -153,6 +205,31 @@ def failure_status(kind: str | None) -> AnswerStatus:
     return REQUEST_FAULTS.get(kind or "", "infra_error")
 
 
+# A system that went on past a model call the provider failed, on purpose, says so with this warning code
+# (`RunContext.warn`); then its unit keeps the status it ended with (`unrecovered_failure`).
+RECOVERED = "recovered"
+
+
+def unrecovered_failure(trace: Trace) -> str | None:
+    """Why a unit that finished is the provider's failure after all: a model call inside the system (a
+    semantic operator, a query engine, a tool step) failed after its retries for the provider's reasons and
+    the system went on without it and did not say it recovered (`RECOVERED`). None when no such call failed.
+    Requests the provider refused (`REQUEST_FAULTS`) are the system's own failures and stay its own."""
+    calls = trace.model_calls
+    failed = [step for step in calls if not step.success and failure_status(_kind(step)) == "infra_error"]
+    if not failed or any(warning.code == RECOVERED for warning in trace.warnings):
+        return None
+    last = (failed[-1].error or "").splitlines()[0] if failed[-1].error else "no error recorded"
+    return (
+        f"{len(failed)} of {len(calls)} model calls failed after their retries inside the system, which went on "
+        f"without them: a provider failure (the last: {last})"
+    )
+
+
+def _kind(step: ModelCallStep) -> str | None:
+    return step.failed_attempts[-1].kind if step.failed_attempts else None
+
+
 class RetrySettings(BaseModel):
     """One retry policy for every provider and every framework behind the gateway (`retries:` in
     configs/defaults.yaml). Waits are exponential with full jitter (uniform in [0, min(max_backoff_s,
@@ -185,6 +262,12 @@ class ModelProvider(ABC):
     # trickles. A backend that cannot hang (the embedded model: its output is bounded by max_output_tokens,
     # and waiting for its lock is queueing) sets this False: only the call's deadline bounds an attempt.
     attempt_deadline: ClassVar[bool] = True
+    # Units a run takes at once when `--concurrency` is not given (the smallest of its models' providers):
+    # what the provider serves without queueing or rate-limit errors. 1 unless a provider says more.
+    default_concurrency: ClassVar[int] = 1
+    # The provider puts the alias's `params` into the request body (OpenAI-compatible, OpenRouter): their sampling
+    # keys are then checked against the run's settings (`sampling_conflicts`) and recorded as sent.
+    params_in_body: ClassVar[bool] = False
 
     @abstractmethod
     def complete(
@@ -319,8 +402,12 @@ class MeteredModel:
             retries=self.retries,
         )
         call = _Call(agent, utc_now(), time.perf_counter(), via_http, asked=asked or None)
-        # The call's hard deadline: its own timeout, never past the task's wall time (at least 1 s to try).
-        call.deadline = call.start + max(1.0, min(self.call_timeout_s, recorder.remaining_s()))
+        call.sent = sampling_sent(request, self.config, _params_in_body(self.config.provider))
+        # The call's hard deadline: its own timeout, never past the task's wall time (at least 1 s to try); a
+        # backend that cannot hang (`attempt_deadline` False: the embedded model, paced by its own progress)
+        # has the task's wall time alone, so a busy machine makes its calls slow, not failed.
+        own_timeout = self.call_timeout_s if self.provider.attempt_deadline else float("inf")
+        call.deadline = call.start + max(1.0, min(own_timeout, recorder.remaining_s()))
         try:
             response = self._attempts(request, context, call)
         except ModelError as error:
@@ -432,6 +519,7 @@ class MeteredModel:
                 backoff_s=call.backoff_s,
                 failed_attempts=call.failed,
                 generation_asked=call.asked,
+                generation_sent=call.sent,
             )
         )
 
@@ -463,3 +551,4 @@ class _Call:
     extra_attempts: int = 0  # attempts a provider made on its own inside one of ours (legacy providers)
     asked: dict[str, float | int] | None = None  # the sampling settings the system asked for
     paid: Usage | None = None  # a failed call: what its failed attempts were billed
+    sent: dict[str, float | int] = field(default_factory=dict)  # the sampling settings the request carried

@@ -39,6 +39,8 @@ class OpenAIHTTPProvider(ModelProvider):
     """POSTs `{base_url}/chat/completions`; one shared (thread-safe) httpx client."""
 
     name = "openai-compatible"
+    default_concurrency = 4  # an unknown server (a hosted API, vLLM, llama-server): a few requests at once
+    params_in_body = True  # `params` go into the body: their sampling keys are checked against the run's
 
     def __init__(self) -> None:
         self._client = deadline_client()

@@ -104,6 +104,8 @@ class OpenRouterProvider(ModelProvider):
     """OpenRouter: the key from OPENROUTER_API_KEY (or the alias's api_key_env), read at call time."""
 
     name = "openrouter"
+    default_concurrency = 8  # its paid models take many requests at once; `limits:` caps a key's rate
+    params_in_body = True  # `params` go into the body: their sampling keys are checked against the run's
 
     def __init__(self) -> None:
         self._client = deadline_client(follow_redirects=True)

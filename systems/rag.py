@@ -103,6 +103,7 @@ class RagSystem(System):
         self._lock = threading.Lock()
         self._tools = ToolSettings()
         self.unprepared_builds: list[dict[str, Any]] = []  # indexes built on first use, outside `prepare`
+        self._partial: dict[tuple[str, str], str] = {}  # (corpus, model) -> which indexing calls failed
 
     def describe(self) -> dict[str, Any]:
         prompts = (PLAN_SYSTEM, self.retrieval_note, ANSWER_SYSTEM, ANSWER_REFUSED, *self.index_prompts)
@@ -137,6 +138,8 @@ class RagSystem(System):
             if not any(step.success for step in ctx.model.recorder.trace.tool_calls[steps:]):
                 why = f"no {self.plan_field} in the plan" if items == [] else "every retrieval step failed"
                 ctx.warn("no_retrieval", why if plan else "the plan could not be read")
+        else:  # a RAG system compared on a task it cannot retrieve for: its main step never happened
+            ctx.warn("no_retrieval", "the task has no documents or text this system retrieves from")
         for statement in plan.get("sql", [])[:MAX_SQL] if sql else []:
             ctx.check_budget()  # with the budget spent no call could read the result
             results.append(self._tool(ctx, sql.name, statement if isinstance(statement, dict) else {}))
@@ -225,6 +228,11 @@ class RagSystem(System):
         except Exception as failure:  # kept: each task over this corpus reports it
             index = failure
         reports = indexer.finish()
+        failed = [r for r in reports if "failed_calls" in r]
+        partial = [f"{r['failed_calls']} of {r['model_calls']} {r['index']} calls" for r in failed]
+        if partial and not isinstance(index, Exception):
+            with self._lock:
+                self._partial[key] = f"the index was built with failed indexing calls: {', '.join(partial)}"
         if isinstance(index, Exception):
             error = f"{type(index).__name__}: {index}"
             reports.append({"corpus": corpus.name, "model": setup.model.alias, "error": error})
@@ -249,6 +257,8 @@ class RagSystem(System):
             raise ModelError(f"the index could not be built: {found}")
         if isinstance(found, Exception):
             raise RuntimeError(f"the index could not be built: {type(found).__name__}: {found}")
+        if key in self._partial:  # usable, yet short of what some failed calls would have added: said per record
+            ctx.warn("partial_failure", self._partial[key])
         return found
 
 

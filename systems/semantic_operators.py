@@ -436,9 +436,14 @@ class SemanticOperatorSystem(System):
             notes.append("the plan has no operators")
             ctx.warn("no_operator", "the plan has no operators" if plan else "the plan could not be read")
             return tables, notes
+        calls_before = len(ctx.model.recorder.trace.model_calls)
+        rows = {name: len(table.frame) for name, table in tables.items() if name != DOCUMENTS}  # before the operators
         failed = self._operate(ctx, tables, operators)
         if len(failed) == len(operators):
             ctx.warn("no_operator", f"every operator of the plan failed ({len(failed)})")
+        elif len(ctx.model.recorder.trace.model_calls) == calls_before:  # they ran, over nothing to read
+            ran = len(operators) - len(failed)
+            ctx.warn("empty_operator", f"{ran} operator(s) ran without a model call; rows of the tables: {rows}")
         return tables, notes + failed
 
     def plan(self, ctx: RunContext, request: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
