@@ -21,7 +21,11 @@ are kept in every case, and `compare resume DIR` finishes the run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
+from typer.core import TyperCommand
 
 # Only typer and rich: `compare --help` must not pay for the core's pydantic models, the config or the run log
 # (tests/app/test_startup.py). Each verb imports what it uses when it runs.
@@ -29,14 +33,6 @@ from .commands import benchmarks, importing, models, replay, report, rescore, re
 from .commands.common import command_of
 from .commands.group import RecordedRunCommand, VerbCommand, VerbGroup
 from .commands.running import failure_causes, progress_line  # noqa: F401  (the run display's helpers, as before)
-
-app = typer.Typer(
-    cls=VerbGroup,
-    add_completion=False,
-    rich_markup_mode=None,
-    help="Compare data agents: run systems × models on a benchmark (compare with no verb is compare run), "
-    "then report, score, rescore.",
-)
 
 VERBS = [
     ("run", run.RunOptions, run.run, VerbCommand),
@@ -51,8 +47,24 @@ VERBS = [
     ("benchmarks", benchmarks.BenchmarksOptions, benchmarks.benchmarks, VerbCommand),
     ("models", models.ModelsOptions, models.models, VerbCommand),
 ]
-for name, options, body, command_class in VERBS:
-    app.command(name, cls=command_class)(command_of(options, body))
+
+
+def build_app(verbs: list[tuple[str, type[Any], Callable[[Any], None], type[TyperCommand]]] = VERBS) -> typer.Typer:
+    """The root command with these verbs (name, options dataclass, what it does, command class); a test builds
+    one whose verbs only parse."""
+    root = typer.Typer(
+        cls=VerbGroup,
+        add_completion=False,
+        rich_markup_mode=None,
+        help="Compare data agents: run systems × models on a benchmark (compare with no verb is compare run), "
+        "then report, score, rescore.",
+    )
+    for name, options, body, command_class in verbs:
+        root.command(name, cls=command_class)(command_of(options, body))
+    return root
+
+
+app = build_app()
 
 
 def main() -> None:

@@ -155,8 +155,8 @@ def run_task(
 
 
 def readme_example(name: str) -> str:
-    """The Python block the README marks with `<!-- example: NAME -->`."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The Python block the README (or a chapter of docs/) marks with `<!-- example: NAME -->`."""
+    readme = documentation()
     match = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", readme, flags=re.S)
     assert match, f"README has no example {name!r}"
     return match.group(1)
@@ -536,3 +536,9 @@ def mcp_session_calls(
             return listed, results
 
     return asyncio.run(session())
+
+
+def documentation() -> str:
+    """The README and every chapter of docs/, one text (the README's examples moved into docs/)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n\n".join(page.read_text(encoding="utf-8") for page in pages)

@@ -21,14 +21,14 @@ from data_agent_compare.compare import BENCHMARKS, SYSTEMS, CallContext, Message
 from data_agent_compare.compare.runlog import read_run
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import ROOT, load_tasks, make_plan, steps_taken
+from helpers import documentation, load_tasks, make_plan, steps_taken
 
 runner = CliRunner()
 
 
 def readme_example(name: str) -> str:
     """The Python block the README marks with `<!-- example: NAME -->`."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = documentation()  # README.md and docs/*.md
     match = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", readme, flags=re.S)
     assert match, f"README has no example {name!r}"
     return match.group(1)

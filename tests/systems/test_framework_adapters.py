@@ -19,7 +19,7 @@ from data_agent_compare.app.config import load_model_table, load_plugins
 from data_agent_compare.compare import SYSTEMS, CallContext, Message, ModelRequest, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import FIXTURES, ROOT, load_tasks, no_network, run_task
+from helpers import FIXTURES, documentation, load_tasks, no_network, run_task
 
 ADAPTERS = [
     "langgraph_react",
@@ -221,7 +221,7 @@ def test_scripted_run_of_one_adapter_has_no_framework_state_left_between_tasks(t
 
 
 def readme_example(name: str) -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = documentation()  # README.md and docs/*.md
     match = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", readme, flags=re.S)
     assert match, f"README has no example {name!r}"
     return match.group(1)
