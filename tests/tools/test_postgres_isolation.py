@@ -197,6 +197,7 @@ def test_the_cli_refuses_a_postgres_url_role_that_cannot_create_roles_with_exit_
 ) -> None:
     with psycopg.connect(server.admin_url(), autocommit=True) as con:
         con.execute("CREATE ROLE cli_owner LOGIN PASSWORD 'pw'")
+        con.execute("GRANT CONNECT ON DATABASE postgres TO cli_owner")  # the test's cluster: PUBLIC may not
     url = f"postgresql://cli_owner:pw@{server.admin_url().split('@', 1)[1]}"
     tasks = tmp_path / "dab"
     shutil.copytree(DUMP.parents[2], tasks)  # loading builds a missing SQLite database beside the fixture
