@@ -127,6 +127,8 @@ class McpToolServer:
             if self._thread is None:
                 self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                # accepted connections inherit it: a reply's headers and body must not wait for a delayed ACK
+                self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._socket.bind(("127.0.0.1", 0))  # loopback only
                 self._socket.listen(256)
                 self._thread = threading.Thread(target=self._serve_thread, name="compare-mcp", daemon=True)
