@@ -15,9 +15,10 @@ from typing import Any
 # imports this file under the folder's own name, which fails for a relative import when that name is no
 # identifier (a checkout in /tmp/tmp.x1Y) and would load the core a second time under it otherwise.
 _CORE = "data_agent_compare.compare"
-# `reports` is not among them: it names the core's scorer decorator too, which `from data_agent_compare import
-# reports` has always given.
-_SUBPACKAGES = frozenset({"app", "compare", "evaluators", "providers", "systems", "tasks", "tools", "workflows"})
+# `reports` is the report package: the core's scorer decorator of that name is served as `reports_metrics`.
+_SUBPACKAGES = frozenset(
+    {"app", "compare", "evaluators", "providers", "reports", "systems", "tasks", "tools", "workflows"}
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -67,6 +67,10 @@ from .task import (
 from .tool import FinalToolCall, SystemStep, Tool, ToolEnvironment, ToolError, ToolResult, ToolSettings
 from .trace import BudgetExceeded, Budgets, Phase, Trace, TraceRecorder, Usage
 
+# The public name of the scorer decorator `reports` (its name in `compare/scorer.py`, where the evaluators take it):
+# `data_agent_compare.reports` is the report package, never this decorator.
+reports_metrics = reports
+
 __all__ = [
     "ANSWER_TOOL",
     "BENCHMARKS",
@@ -136,7 +140,7 @@ __all__ = [
     "register_provider",
     "register_scorer",
     "register_system",
-    "reports",
+    "reports_metrics",
     "score",
     "task_prompt",
 ]

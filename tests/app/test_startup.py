@@ -79,6 +79,15 @@ def test_the_root_package_serves_the_core_api_on_first_use() -> None:
     assert "data_agent_compare.compare" in loaded_after(code, CORE)
 
 
+def test_the_reports_package_is_not_shadowed_by_the_scorer_decorator() -> None:
+    code = (
+        "import types\nfrom data_agent_compare import reports, reports_metrics\n"
+        "assert isinstance(reports, types.ModuleType) and reports.__name__ == 'data_agent_compare.reports'\n"
+        "assert callable(reports_metrics) and not isinstance(reports_metrics, types.ModuleType)"
+    )
+    assert "data_agent_compare.reports" in loaded_after(code)
+
+
 def test_the_tools_package_loads_its_backends_on_first_use() -> None:
     assert loaded_after("import data_agent_compare.tools") == []
     assert "duckdb" in loaded_after("from data_agent_compare.tools import SqlTool")
