@@ -372,10 +372,13 @@ def load_external_systems(path: Path) -> list[str]:
     returns their names. A wrong entry raises ExternalSystemError naming the file, system and field."""
     import yaml
 
+    from ..compare.safe_load import DocumentTooComplex, load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as unreadable:
-        raise ExternalSystemError(f"{path}: cannot be read as YAML: {unreadable}") from None
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError, DocumentTooComplex) as unreadable:
+        why = unreadable.strerror if isinstance(unreadable, OSError) else str(unreadable).splitlines()[0]
+        raise ExternalSystemError(f"{path}: cannot be read as YAML: {why}") from None
     systems = data.get("systems") if isinstance(data, dict) else None
     if not isinstance(systems, dict) or not systems:
         raise ExternalSystemError(f"{path}: field 'systems': expected a mapping of system names to definitions")
