@@ -84,6 +84,10 @@ class RunOptions:
     top_p: Annotated[float | None, typer.Option(help="Nucleus sampling of every request (0 < p <= 1).")] = None
     seed: Annotated[int | None, typer.Option(help="Sampling seed of every request.")] = None
     max_output_tokens: Annotated[int | None, typer.Option(help="Output-token limit of every request.")] = None
+    strict_answers: Annotated[
+        bool | None,
+        typer.Option("--strict-answers", help="Score answers flagged as hedged (listing many candidates) as wrong."),
+    ] = None
 
     def overrides(self) -> dict[str, Any]:
         """The run configuration's keys these flags set (None: not given, the configuration's value stays)."""
@@ -99,7 +103,7 @@ class RunOptions:
             "max_output_tokens": self.max_output_tokens,
         }
         return {
-            "workflows": _systems(self.workflows, self.systems),  # the flags' layer may still use the old key
+            "systems": _systems(self.workflows, self.systems),
             "system_args": _system_args(self.system_arg or []),
             "models": split(self.models),
             "task_ids": split(self.task_ids),

@@ -55,3 +55,44 @@ def test_strict_answers_scores_the_hedged_answer_as_wrong_and_leaves_a_committed
 def test_candidates_of_the_golds_kind_are_counted_against_the_gold(text, items, flagged):
     hedge = hedge_of(text, items)
     assert (hedge and (hedge.kind, hedge.candidates)) == flagged
+
+
+def hedging_scripted_model(request, context):
+    from data_agent_compare.providers.scripted import tool_call_message
+
+    return tool_call_message("answer", {"answer": EVERY_DECADE})
+
+
+@pytest.mark.parametrize(("strict", "correct"), [(False, 1.0), (True, 0.0)])
+def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it_wrong(
+    tmp_path, scripted_model, query1, strict, correct
+):
+    from data_agent_compare.app.commands.run import RunOptions
+    from data_agent_compare.app.runner import execute
+    from data_agent_compare.compare import Benchmark
+    from data_agent_compare.compare.runlog import read_run
+    from data_agent_compare.reports.summary import summarize
+    from data_agent_compare.tools import default_tools
+
+    from helpers import make_plan
+
+    class Decades(Benchmark):
+        """A test benchmark: bookreview/query1's gold, no database, DAB's scorer."""
+
+        name, scorers = "dab", ("dab",)
+
+        def load(self):
+            return []
+
+        def tools(self, task, settings):
+            return default_tools(task, settings)
+
+    assert RunOptions(strict_answers=True).overrides()["strict_answers"] is True  # --strict-answers
+    task = query1.model_copy(update={"data": []})
+    model = scripted_model(hedging_scripted_model)
+    plan = make_plan(tmp_path, [task], model, ["tool_use"], Decades(tmp_path), strict_answers=strict)
+    execute(plan)
+    (record,) = read_run(plan.run_dir).records
+    assert record.scores["correct"] == correct
+    assert [w.code for w in record.warnings] == ["hedged"]
+    assert summarize([record])[0].warnings == {"hedged": 1}  # counted as every warning is
