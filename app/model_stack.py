@@ -34,7 +34,7 @@ from ..compare.model import (
 from ..compare.runlog import SpentCall, UnitKey
 from ..compare.trace import Budgets, ModelCallStep, Step, Trace, TraceRecorder
 from ..providers.cache import CachingProvider, KeyedProvider, ResponseCache
-from ..providers.replay import ReplayLog, ReplayProvider
+from ..providers.replay import ReplayLog
 
 Journal = Callable[[ModelCallStep], None]
 
@@ -142,12 +142,6 @@ class UnitModel:
 
     metered: MeteredModel
     recorder: UnitRecorder
-
-    @property
-    def replay_miss(self) -> str | None:
-        """Why a replay could not answer a request of this model (None: it did, or this is no replay)."""
-        provider = self.recorder.provider
-        return provider.missed or None if isinstance(provider, ReplayProvider) else None
 
 
 def build_unit_model(
