@@ -274,7 +274,7 @@ class PostgresCluster:
             self._init()
             self._start_server()
             create_reader(self.admin_url(), self.reader, connection_limit=self.connection_limit)
-            self._close_default_databases()
+            self._lock_down_default_databases()
         except BaseException:
             self.stop()
             raise
@@ -371,12 +371,12 @@ class PostgresCluster:
             time.sleep(0.05)
         return False
 
-    def _close_default_databases(self) -> None:
-        """The reader connects to the restored databases only (PUBLIC may run pg_terminate_backend
-        in `postgres`, where nobody revoked it)."""
-        with psycopg.connect(self.admin_url(), autocommit=True) as con:
-            for dbname in ("postgres", "template1"):
-                con.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM PUBLIC").format(sql.Identifier(dbname)))
+    def _lock_down_default_databases(self) -> None:
+        """`lock_down` in `postgres` and `template1` too (new databases copy template1): a reader
+        that connects there cannot signal or watch other sessions either."""
+        for dbname in ("postgres", "template1"):
+            with psycopg.connect(self.admin_url(dbname), autocommit=True) as con:
+                lock_down(con)
 
     def allow_reader(self, dbname: str) -> None:
         """Let the reader SELECT `dbname`'s tables, and nobody else connect there."""

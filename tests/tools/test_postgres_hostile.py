@@ -268,8 +268,9 @@ def test_quoted_backslashes_and_dollar_quotes_are_data_not_commands() -> None:
         list(DumpReader(Path("quoted.sql"), [b"SELECT 1;\n", b"SELECT 'a' \\g\n"]))
 
 
-def test_the_readers_of_a_cluster_the_suite_starts_connect_to_the_restored_databases_only(
+def test_in_a_cluster_the_suite_starts_no_database_lets_the_reader_signal_another_session(
     server: PostgresCluster,
 ) -> None:
-    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
-        psycopg.connect(server.url("postgres"))
+    refused = pytest.raises(psycopg.errors.InsufficientPrivilege, match="pg_terminate_backend")
+    with psycopg.connect(server.url("postgres"), autocommit=True) as con, refused:
+        con.execute("SELECT pg_terminate_backend(1)")
