@@ -77,14 +77,16 @@ class SummaryRow(BaseModel):
     tos: float | None  # tool orchestration score, over tasks with a gold DAG
     rs: float | None  # rubric score of reports (needs --judge)
     rouge_l: float | None
-    mean_latency_s: float | None  # over the records that ran (not the unavailable ones)
+    ran_tasks: int = 0  # tasks with a unit that ran (not unavailable): what the per-task means below are over
+    # means per task (a task's units averaged first) over the units that ran (not the unavailable ones)
+    mean_latency_s: float | None
     mean_latency_by_phase_s: dict[str, float | None]  # None: no record of the row has its phases timed
     mean_model_calls: float | None
     mean_tool_calls: float | None
     mean_input_tokens: float | None  # over the units whose tokens are known (tokens_n)
     mean_output_tokens: float | None
     mean_reasoning_tokens: float | None
-    tokens_n: int = 0  # units (that ran) whose tokens were recorded
+    tokens_n: int = 0  # tasks with a unit (that ran) whose tokens were recorded
     total_cost_usd: float | None  # the known costs summed; None when no unit's cost is known
     cost_unknown: int = 0  # units whose cost nobody recorded: in no total and no cost mean
     cost_per_task_usd: float | None = None  # mean over tasks (epochs averaged) of the known costs
@@ -300,10 +302,11 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
         tos=_mean(per_task(quality, _score("tos")).values()),
         rs=_mean(per_task(quality, _score("rs")).values()),
         rouge_l=_mean(per_task(quality, _score("rougeL_f")).values()),
-        mean_latency_s=_mean(r.latency_s for r in spent),
-        mean_latency_by_phase_s={p: _mean(_known(phase_latency(r, p) for r in spent)) for p in PHASES},
-        mean_model_calls=_mean(r.model_calls for r in spent),
-        mean_tool_calls=_mean(len(r.tool_calls) for r in spent),
+        ran_tasks=len({r.task_id for r in spent}),
+        mean_latency_s=_task_mean(spent, lambda r: r.latency_s),
+        mean_latency_by_phase_s={p: _task_mean(spent, _phase(p)) for p in PHASES},
+        mean_model_calls=_task_mean(spent, lambda r: r.model_calls),
+        mean_tool_calls=_task_mean(spent, lambda r: len(r.tool_calls)),
         **_token_means(spent),
         **_costs(rows, quality),
         retries=sum(r.retries for r in rows),
@@ -313,14 +316,23 @@ def _row(system: str, model: str, rows: list[ResultRecord], infra_errors_as_fail
     )
 
 
+def _task_mean(records: list[ResultRecord], metric: Callable[[ResultRecord], float | None]) -> float | None:
+    """The mean over tasks of the metric (a task's units averaged first; unknown values left out)."""
+    return _mean(per_task(records, metric).values())
+
+
+def _phase(name: str) -> Callable[[ResultRecord], float | None]:
+    return lambda record: phase_latency(record, name)
+
+
 def _token_means(spent: list[ResultRecord]) -> dict[str, float | int | None]:
-    """Token means over the units whose tokens were recorded, and how many those are."""
+    """Token means per task over the units whose tokens were recorded, and how many tasks those are."""
     known = [r for r in spent if r.usage.tokens_known]
     return {
-        "mean_input_tokens": _mean(r.usage.input_tokens or 0 for r in known),
-        "mean_output_tokens": _mean(r.usage.output_tokens or 0 for r in known),
-        "mean_reasoning_tokens": _mean(_known(r.usage.reasoning_tokens for r in known)),
-        "tokens_n": len(known),
+        "mean_input_tokens": _task_mean(known, lambda r: r.usage.input_tokens),
+        "mean_output_tokens": _task_mean(known, lambda r: r.usage.output_tokens),
+        "mean_reasoning_tokens": _task_mean(known, lambda r: r.usage.reasoning_tokens),
+        "tokens_n": len({r.task_id for r in known}),
     }
 
 
@@ -452,7 +464,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def _tokens(row: SummaryRow) -> str:
     if row.mean_input_tokens is None or row.mean_output_tokens is None:
         return "–"
-    known = f" (n={row.tokens_n})" if row.tokens_n < row.units - row.unavailable else ""
+    known = f" (n={row.tokens_n})" if row.tokens_n < row.ran_tasks else ""
     return f"{row.mean_input_tokens:.0f}/{row.mean_output_tokens:.0f}{known}"
 
 
