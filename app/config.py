@@ -25,7 +25,7 @@ from ..compare.benchmark import BENCHMARKS
 from ..compare.limits import RateLimit
 from ..compare.model import PROVIDERS, GenerationSettings, ModelConfig, RetrySettings
 from ..compare.registry import RegistryError
-from ..compare.runlog import redact_credentials, register_secret
+from ..compare.runlog import register_secret
 from ..compare.safe_load import DocumentTooComplex, load_yaml
 from ..compare.task import Task
 from ..compare.tool import ToolSettings
@@ -259,8 +259,9 @@ _CREDENTIAL_PARAMETERS = {"api_key", "api-key", "apikey", "key", "token", "acces
 def check_base_url(url: str, where: str, basic_auth: bool = False) -> None:
     """Refuse (ConfigError naming `where`) a base URL that is no http(s) URL, or that carries a credential:
     user info (`http://alice:secret@host/v1`, unless `basic_auth` says HTTP Basic auth is meant) or a query
-    string (`?api_key=…`, which also breaks the request path). Credentials belong in `api_key_env`."""
-    shown = redact_credentials(url)
+    string (`?api_key=…`, which also breaks the request path) or path parameters (`/v1;password=…`). Credentials
+    belong in `api_key_env`. A refusal shows the URL without any of its credentials (`shown_url`)."""
+    shown = shown_url(url)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - a port that is no number raises here
@@ -277,11 +278,41 @@ def check_base_url(url: str, where: str, basic_auth: bool = False) -> None:
     names = {name.lower() for name, _ in parse_qsl(parts.query, keep_blank_values=True)}
     if names & _CREDENTIAL_PARAMETERS:
         raise ConfigError(f"{where}: {shown} carries a credential in its query string; {key_hint}")
+    if {name.lower() for name, _ in path_parameters(parts.path)} & _CREDENTIAL_PARAMETERS:
+        raise ConfigError(f"{where}: {shown} carries a credential in a path parameter (;name=value); {key_hint}")
     if parts.query or parts.fragment:
         raise ConfigError(
             f"{where}: {shown} has a query string or fragment, which a base URL takes none of:"
             " requests go to <base URL>/chat/completions"
         )
+
+
+def path_parameters(path: str) -> list[tuple[str, str]]:
+    """(name, value) of each `;name=value` in the path's segments (RFC 3986 path parameters)."""
+    found = []
+    for segment in path.split("/"):
+        for parameter in segment.split(";")[1:]:
+            name, _, value = parameter.partition("=")
+            found.append((unquote(name), value))
+    return found
+
+
+def shown_url(url: str) -> str:
+    """`url` as an error message may show it: scheme, host, port and path, with any user info, parameter
+    values, query and fragment masked (`http://***@host/v1;password=***?***`); a URL that does not parse
+    is not shown at all."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "the URL (not shown: it does not parse)"
+    user = ""  # a user without a password may be a token itself
+    if "@" in parts.netloc:
+        user = f"{parts.username or ''}:***@" if parts.password is not None else "***@"
+    path = "/".join(segment.split(";")[0] + ";***" * segment.count(";") for segment in parts.path.split("/"))
+    query = "?***" if parts.query else ""
+    fragment = "#***" if parts.fragment else ""
+    return f"{parts.scheme}://{user}{parts.hostname or ''}{port}{path}{query}{fragment}"
 
 
 def check_base_url_flag(run: RunConfig) -> None:

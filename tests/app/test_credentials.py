@@ -132,3 +132,67 @@ def test_an_echoed_authorization_header_reaches_no_file_report_or_terminal_with_
             assert secret not in text, (path.name, secret)
     for secret in secret_forms():
         assert secret not in ran.output + reported.output
+
+
+# ---------------------------------------------------------------- issue 26: every form, every refusal
+
+QUOTED_KEY = 'sk-zz-Qw7Er9Ty2Ui4O"p\\l-0123456789abcdef'  # a quote and a backslash: escaped in JSON and CSV
+
+
+def test_a_registered_key_is_masked_escaped_and_cut_short():
+    register_secret(QUOTED_KEY)
+    text = " | ".join(
+        [QUOTED_KEY, json.dumps(QUOTED_KEY), QUOTED_KEY.replace('"', '""'), QUOTED_KEY[:20] + "…", "sk-zz-Q"]
+    )
+    masked = redact_credentials(text)
+    assert "Qw7E" not in masked, masked  # every form, and the 20-character piece a summary left
+    assert masked.endswith("| sk-zz-Q")  # under 8 characters: too short to tell from ordinary text
+
+
+@pytest.mark.parametrize(
+    ("base_url", "hidden"),
+    [
+        ("http://127.0.0.1:9/v1;password=zz-path-secret-77", "zz-path-secret-77"),
+        ("http://127.0.0.1:9/v1;apikey=zz-path-secret-77/x", "zz-path-secret-77"),
+        ("http://:zz-bare-pw-77@127.0.0.1:9/v1", "zz-bare-pw-77"),
+        ("http://127.0.0.1:9/v1#token=zz-fragment-77", "zz-fragment-77"),
+    ],
+    ids=["password path parameter", "apikey path parameter", "password without user", "token in the fragment"],
+)
+def test_credentials_in_path_parameters_are_refused_and_no_refusal_prints_a_secret(tmp_path, base_url, hidden):
+    flags = ["--models", "openai-compatible:m", "--base-url", base_url, "--out", str(tmp_path / "run")]
+    result = runner.invoke(app, flags)
+    assert result.exit_code == 2 and "--base-url" in result.output, result.output
+    assert hidden not in result.output and hidden[:8] not in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def echo_key_in_answer(request: RecordedRequest) -> FakeResponse:
+    key = request.headers.get("authorization", "").removeprefix("Bearer ")
+    return FakeResponse({"choices": [{"message": {"role": "assistant", "content": f"the key is {key} !"}}]})
+
+
+def test_an_escaped_key_echoed_by_a_server_reaches_no_file_in_any_form(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUOTED_KEY", QUOTED_KEY)
+    with FakeOpenAIServer() as fake:
+        fake.responder = echo_key_in_answer
+        table = tmp_path / "models.yaml"
+        table.write_text(
+            f"models:\n  echo: {{provider: openai-compatible, model_id: m, base_url: '{fake.base_url}',"
+            " api_key_env: QUOTED_KEY}\n"
+        )
+        config = tmp_path / "run.yaml"
+        config.write_text(
+            f"models_file: {table}\nmodels: [echo]\nworkflows: [tool_use]\nbenchmark: dbgorilla\n"
+            f"tasks_path: {FIXTURES / 'dbgorilla/queries-sample.json'}\nlimit: 1\n"
+        )
+        run = tmp_path / "run"
+        ran = runner.invoke(app, ["--config", str(config), "--out", str(run)])
+        reported = runner.invoke(app, ["report", str(run)])
+    assert ran.exit_code in (0, 1) and reported.exit_code == 0, ran.output + reported.output
+    assert "the key is *** !" in (run / "results.jsonl").read_text()
+    files = [path for path in run.rglob("*") if path.is_file()]
+    assert {"results.csv", "results.parquet", "report.html"} <= {path.name for path in files}
+    for path in files:
+        text = text_of(path)
+        assert "Qw7Er9Ty" not in text, path.name  # raw, JSON- or CSV-escaped, or cut: none of it
