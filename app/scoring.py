@@ -103,6 +103,8 @@ def score_predictions(
             if prediction.model:
                 row["model"] = prediction.model
             row |= sheet.scores | {f"published_{k}": v for k, v in prediction.published.items()}
+            if prediction.trace.warnings:  # a scorer's flag beside the verdict (a hedged answer: hedging.py)
+                row["warnings"] = [w.model_dump() for w in prediction.trace.warnings]
             if sheet.error:
                 run.bad += 1
                 row["scoring_error"] = sheet.error

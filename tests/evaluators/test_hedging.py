@@ -96,3 +96,21 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
     assert record.scores["correct"] == correct
     assert [w.code for w in record.warnings] == ["hedged"]
     assert summarize([record])[0].warnings == {"hedged": 1}  # counted as every warning is
+
+
+def test_compare_score_rows_carry_the_hedge_beside_the_official_verdict(tmp_path):
+    import json
+    import subprocess
+
+    from helpers import ROOT, compare_command
+
+    entries = [{"dataset": "bookreview", "query": "1", "run": str(run), "answer": text}
+               for run, text in enumerate([EVERY_DECADE, COMMITTED])]  # fmt: skip
+    submission, out = tmp_path / "submission.json", tmp_path / "rows.jsonl"
+    submission.write_text(json.dumps(entries))
+    flags = ["score", "--benchmark", "dab", "--tasks-path", str(FIXTURES / "dab"), "--predictions", str(submission)]
+    done = subprocess.run(compare_command(*flags, "--out", str(out)), cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    hedged, committed = [json.loads(line) for line in out.read_text().splitlines()]
+    assert hedged["correct"] == committed["correct"] == 1.0
+    assert [w["code"] for w in hedged.get("warnings", [])] == ["hedged"] and "warnings" not in committed
