@@ -442,7 +442,8 @@ def _execute(
             generation=plan.config.generation,
         )
         stage("")
-        _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress, manifest.model_load_s)
+        note = manifest.executor.update  # how units ran (the executor's own account, e.g. Ray's capacity)
+        _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress, manifest.model_load_s, note)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
         manifest.status = "interrupted"
@@ -483,6 +484,7 @@ def _run_pending(
     endpoint: EndpointFactory,
     progress: RunProgress | None = None,
     model_load_s: dict[str, float] | None = None,
+    executor_note: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Run the pending units on the configured executor (`app/executors.py`), `concurrency` at a time, taken
     fairly across systems (`FairQueue`); each record is written here, in this process, as it arrives. The
@@ -490,7 +492,7 @@ def _run_pending(
     model_load_s = model_load_s if model_load_s is not None else {}
     if not pending:  # a finished run resumed: no worker or cluster to start
         return
-    executor = create_executor(plan, pending, writer, endpoint)
+    executor = create_executor(plan, pending, writer, endpoint, executor_note)
     queue, progress = FairQueue(pending), progress or RunProgress(total=len(pending))
     running: dict[Future[tuple[ResultRecord, Trace, Trace | None]], tuple[Unit, float]] = {}
 
@@ -546,16 +548,23 @@ def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> No
     if record.usage.cost_source != spent.cost_source and spent.total_tokens:
         record.usage.cost_source = "mixed"
     record.retried_usage = spent.model_copy()
-    record.retried_attempts = [*earlier.retried_attempts, *([earlier.attempt] if earlier.attempt else [])]
-
-
-def create_executor(plan: RunPlan, pending: list[Unit], writer: RunLogWriter, endpoint: EndpointFactory) -> Executor:
-    """The executor `--executor` names; worker processes and Ray are imported only when asked for."""
-    from .executors import ProcessExecutor, ThreadExecutor
     # what the provider did to the earlier attempts stays counted (the summary's provider errors, retries)
     record.provider_errors += earlier.provider_errors
     record.retries += earlier.retries
     record.backoff_s += earlier.backoff_s
+    record.retried_attempts = [*earlier.retried_attempts, *([earlier.attempt] if earlier.attempt else [])]
+
+
+def create_executor(
+    plan: RunPlan,
+    pending: list[Unit],
+    writer: RunLogWriter,
+    endpoint: EndpointFactory,
+    note: Callable[[dict[str, Any]], None] | None = None,
+) -> Executor:
+    """The executor `--executor` names; worker processes and Ray are imported only when asked for. `note`
+    takes what an executor says of how it ran, for the manifest (Ray: the actors running and waiting)."""
+    from .executors import ProcessExecutor, ThreadExecutor
 
     kind = plan.config.executor
     if kind == "process":
@@ -563,7 +572,7 @@ def create_executor(plan: RunPlan, pending: list[Unit], writer: RunLogWriter, en
     if kind == "ray":
         from .ray_executor import RayExecutor
 
-        return RayExecutor(plan, pending)
+        return RayExecutor(plan, pending, note)
     return ThreadExecutor(plan, writer, endpoint)
 
 

@@ -236,6 +236,8 @@ class Manifest(BaseModel):
     rescored: Rescored | None = None
     # What the benchmark says about this run's data setup (e.g. DAB: MongoDB on the in-process stand-in).
     benchmark_notes: list[str] = Field(default_factory=list)
+    # How units ran beyond `config.executor`: which executor and why, and Ray's actors running and waiting.
+    executor: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolCallSummary(BaseModel):
