@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, quote_plus
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .model import ModelConfig
+from .safe_load import DocumentTooComplex, load_json
 from .task import Answer, AnswerStatus, Task
 from .trace import Budgets, PhaseTotals, RunWarning, Trace, Usage, utc_now
 
@@ -295,6 +296,14 @@ class ResultRecord(BaseModel):
     def key(self) -> UnitKey:
         return (self.task_id, self.system, self.model, self.epoch)
 
+    @field_validator("trace_file", "judge_trace_file")
+    @classmethod
+    def _inside_the_run(cls, value: str | None) -> str | None:
+        """A trace is a file of the run directory: `compare report` must not read (and inline) another file."""
+        if value is not None and (Path(value).is_absolute() or ".." in Path(value).parts or "\x00" in value):
+            raise ValueError(f"{value!r} is outside the run directory; a trace file is a path under traces/")
+        return value
+
 
 def trace_path(system: str, model: str, task_id: str, epoch: int) -> str:
     """Where a unit's trace lives in its run directory (relative): `traces/<system>/<model>/<task>[.eN].json`."""
@@ -440,12 +449,14 @@ def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
         if record is not None:
             records.append(record)
             continue
+        where = f"{path}:{number}"
         try:
-            data = json.loads(line)
+            data = load_json(line)
         except json.JSONDecodeError:
             warnings.append(f"{path}:{number}: unreadable record (partial write?); its unit will be run again")
             continue
-        where = f"{path}:{number}"
+        except DocumentTooComplex as error:
+            raise RunLogError(f"{where}: refused: {error}") from None
         if not isinstance(data, dict):
             raise RunLogError(f"{where}: expected a JSON object")
         try:

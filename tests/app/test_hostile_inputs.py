@@ -67,3 +67,26 @@ def test_a_task_record_nested_20000_deep_is_refused_naming_file_and_line(tmp_pat
     flags = ["--benchmark", "fdabench", "--tasks-path", str(folder), "--out", str(out)]
     refused(compare(*flags, *NEVER_CALLED), "test_multichoice.jsonl:2", "nested deeper")
     assert not out.exists()
+
+
+def run_with_trace_file(tmp_path, trace_file: str):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "report_run", run)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["trace_file"] = trace_file
+    (run / "results.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    return run
+
+
+def test_a_report_refuses_a_record_whose_trace_file_is_outside_the_run_directory(tmp_path):
+    outside = tmp_path / "x.json"
+    outside.write_text('{"secret": "OUTSIDE-MARKER"}')
+    for trace_file in ("../x.json", str(outside)):
+        run = run_with_trace_file(tmp_path / trace_file.replace("/", "_"), trace_file)
+        result = compare("report", str(run))
+        refused(result, "results.jsonl:1", "trace_file", "outside the run directory")
+        assert "OUTSIDE-MARKER" not in result.output
+        assert not any("OUTSIDE-MARKER" in p.read_text("utf-8", "replace") for p in run.rglob("*") if p.is_file())
