@@ -535,6 +535,11 @@ class PostgresDatabase(Database):
                     columns = [d.name for d in cursor.description or []]
         except psycopg.errors.QueryCanceled as error:
             raise self._timed_out() from error
+        except psycopg.errors.OutOfMemory as error:  # the server's memory limit per process (tools/postgres.py)
+            raise ToolError(
+                "refused: the query needs more memory than the database server gives one query; aggregate, "
+                "select fewer columns or add a LIMIT"
+            ) from error
         except psycopg.errors.InvalidTextRepresentation as error:
             if _PG_TOO_LARGE in str(error):
                 raise ToolError(f"refused: {TOO_LARGE}") from error
