@@ -56,7 +56,7 @@ def respond(request, context):
         with open(os.environ["PIDS_FILE"], "a") as pids:
             pids.write(f"{os.getpid()}\\n")
     kill_at = int(os.environ.get("KILL_AT_CALL", "0"))
-    if kill_at and CALLS >= kill_at and any(m.role == "assistant" for m in request.messages):
+    if kill_at and CALLS >= kill_at and any(m.role == "assistant" for m in request.messages) and first_kill():
         # this process dies as with kill -9, inside a unit that has already paid for a call
         os.kill(os.getpid(), signal.SIGKILL)
     end = time.thread_time() + float(os.environ.get("CPU_S", "0"))
@@ -66,6 +66,17 @@ def respond(request, context):
     if not any(m.role == "assistant" for m in request.messages):
         return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
     return tool_call_message("answer", {"answer": f"{context.task_id}-{len(request.messages)}"})
+
+
+def first_kill():
+    """True but once per run when KILL_ONCE_FILE names a file (made by the first kill), else always."""
+    if not os.environ.get("KILL_ONCE_FILE"):
+        return True
+    try:
+        os.close(os.open(os.environ["KILL_ONCE_FILE"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
 
 
 register_provider("scripted")(lambda: ScriptedProvider(respond))
@@ -383,14 +394,25 @@ def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_
     units = units_of(on_ray)
     assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2
 
-    # An actor killed at its fifth model call stops the run (exit 1, manifest failed); resume finishes it.
-    lost = on_ray_in_the_namespace("--config", config, "--out", str(killed), "--executor", "ray", KILL_AT_CALL="5")
-    assert lost.returncode == 1 and "a worker died" in lost.stderr, lost.stderr
-    assert read_run(killed).manifest.status == "failed"
-    resumed = on_ray_in_the_namespace("--resume", "--out", str(killed))
-    assert resumed.returncode == 0, resumed.stderr
+    # An actor killed at its fifth model call costs its unit in flight only: the unit runs again on another
+    # actor (the lost one restarts), carrying its lost attempt and what it spent; the run completes.
+    once = str(tmp_path / "killed-once")
+    lost = on_ray_in_the_namespace(
+        "--config", config, "--out", str(killed), "--executor", "ray", KILL_AT_CALL="5", KILL_ONCE_FILE=once
+    )
+    assert lost.returncode == 0, lost.stderr
+    run = read_run(killed)
     units = units_of(killed)
-    assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2 and outcome(killed) == outcome(threads)
+    assert len(units) == len(set(units)) == TASKS * len(SYSTEMS) * 2
+    retried = [record for record in run.records if record.retried_attempts]
+    assert len(retried) == 1 and run.manifest.executor["lost_attempts"] == 1 and run.manifest.status == "completed"
+    again, paid = retried[0], retried[0].retried_usage
+    assert paid is not None and paid.input_tokens > 0  # the lost attempt's first call, paid, kept
+    assert not run.interrupted  # its spend is in its unit's record, not counted twice
+    on_threads, on_lost = outcome(threads), outcome(killed)
+    alone = on_threads.pop(again.key)
+    assert on_lost.pop(again.key) == (*alone[:4], alone[4] + paid.input_tokens, alone[5] + paid.output_tokens)
+    assert on_lost == on_threads
 
     # SIGTERM stops it gracefully (exit 143): the actors journal their calls in flight first.
     stopped = tmp_path / "stopped"
