@@ -13,7 +13,8 @@ from typing import Any
 
 import duckdb
 
-from ..compare.runlog import ResultRecord, UnitKey, redact_credentials
+from ..compare.runlog import ResultRecord, UnitKey, redact_credentials, secret_forms
+from ..compare.sanitize import spreadsheet_cell
 from .cells import ReportTable, answer_text
 from .failures import failure_mode
 from .judged import Verdict
@@ -35,7 +36,8 @@ def scrub(text: str, secrets: list[str]) -> str:
     """`text` with URL passwords and credential parameters masked, and every secret value replaced."""
     text = redact_credentials(text)
     for secret in secrets:
-        text = text.replace(secret, "***")
+        for form in secret_forms(secret):  # as JSON, CSV and HTML escape it too
+            text = text.replace(form, "***")
     return text
 
 
@@ -86,7 +88,7 @@ def results_csv(records: list[ResultRecord], verdicts: dict[UnitKey, Verdict] | 
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({name: spreadsheet_cell(value) for name, value in row.items()} for row in rows)  # no formulas
     return buffer.getvalue()
 
 

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
+
+from ..terminal import TerminalConsole
 
 if TYPE_CHECKING:
     from ...compare.benchmark import Benchmark
 
-console = Console(stderr=True)  # messages, warnings, progress
-output = Console()  # what a command prints as its result (tables, JSON)
+# Both strip escape sequences from what they print: messages quote servers, agents and datasets (issue 26).
+console = TerminalConsole(stderr=True)  # messages, warnings, progress
+output = TerminalConsole()  # what a command prints as its result (tables, JSON)
 
 EXIT_WRITE_FAILED = 74  # sysexits' EX_IOERR
 EXIT_INTERRUPTED = 130  # 128 + SIGINT

