@@ -66,7 +66,7 @@ class RunConfig(BaseModel):
     levels: list[str] | None = None  # only tasks of these levels
     question_types: list[str] | None = None  # only tasks of these question types
     epochs: int = Field(default=1, ge=1, strict=True)
-    concurrency: int = Field(default=1, ge=1, strict=True)
+    concurrency: int | None = Field(default=None, ge=1, strict=True)  # None: by the models' providers (RunPlan)
     out: str | None = None
     judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
     base_url: str | None = None  # for openai-compatible:<id> models named on the command line
@@ -78,10 +78,13 @@ class RunConfig(BaseModel):
     # Sampling of every request of every system (unset: removed, the provider's default), and of the judge.
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     judge_generation: GenerationSettings = Field(default_factory=lambda: GenerationSettings(temperature=0.0))
+    # `--strict-answers`: an answer flagged as hedged (it lists many candidates) scores as wrong (docs/scoring.md)
+    strict_answers: bool = False
     cache: CacheSettings = Field(default_factory=CacheSettings)
     # Requests/tokens per minute by provider name or model alias (`compare/limits.py`).
     limits: dict[str, RateLimit] = Field(default_factory=dict)
-    executor: Literal["thread", "process", "ray"] = "thread"  # where units run (`app/executors.py`)
+    # Where units run (`app/executors.py`); auto: worker processes when a run is CPU-bound, else threads.
+    executor: Literal["auto", "thread", "process", "ray"] = "auto"
     workers: int | None = Field(default=None, ge=1, strict=True)  # `--executor process`: None = one per core
     ray_address: str | None = None  # `--executor ray`: a cluster to join; None starts a local one
     # The run's benchmark's own settings (`Benchmark.settings_model`, app/benchmark_settings.py), under its

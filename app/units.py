@@ -6,7 +6,6 @@ record. The runner (`runner.py`) plans and orders units; the executors (`executo
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import traceback
@@ -14,26 +13,25 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from ..compare.benchmark import Benchmark
 from ..compare.context import EndpointFactory, RunContext
-from ..compare.limits import RateLimitedProvider, RateLimiter
+from ..compare.limits import RateLimiter
 from ..compare.model import (
+    PROVIDERS,
     REQUEST_FAULTS,
-    CallContext,
     MeteredModel,
     ModelConfig,
     ModelError,
     ModelProvider,
-    ModelRequest,
-    ModelResponse,
     failure_status,
     get_provider,
+    unrecovered_failure,
 )
+from ..compare.registry import RegistryError
 from ..compare.runlog import (
     ResultRecord,
-    SpentCall,
     UnitKey,
     record_of,
     trace_path,
@@ -42,10 +40,11 @@ from ..compare.scorer import score
 from ..compare.system import System
 from ..compare.task import Answer, AnswerStatus, QuestionType, Task
 from ..compare.tool import DataUnavailable, FinalToolCall, ToolEnvironment
-from ..compare.trace import BudgetExceeded, Budgets, ModelCallStep, Step, Trace, TraceRecorder
-from ..providers.cache import CachingProvider, KeyedProvider, ResponseCache, default_cache_dir
+from ..compare.trace import BudgetExceeded, Budgets, Trace
+from ..providers.cache import KeyedProvider, ResponseCache, default_cache_dir
 from ..providers.replay import ReplayLog, ReplayProvider
 from .config import RunConfig
+from .model_stack import ModelLayers, SpendJournal, SpendSink, UnitModel, UnitRecorder, build_unit_model, spent_line
 
 
 class RunWriteError(Exception):
@@ -92,6 +91,13 @@ class RunPlan:
     _limiter: RateLimiter | None = field(default=None, repr=False)
     retry_errors: bool = False  # `--resume --retry-errors`: the units that ended `infra_error` run again
     retried: dict[UnitKey, ResultRecord] = field(default_factory=dict, repr=False)  # their records, superseded
+    notes: list[str] = field(default_factory=list)  # what the run says at its start (a chosen default)
+
+    def __post_init__(self) -> None:
+        if self.config.concurrency is None:
+            concurrency, why = default_concurrency(self.models)
+            self.config = self.config.model_copy(update={"concurrency": concurrency})
+            self.notes.append(f"concurrency {concurrency}: {why}; --concurrency N sets it")
 
     @property
     def limiter(self) -> RateLimiter | None:
@@ -105,6 +111,10 @@ class RunPlan:
         settings = self.config.cache
         return ResponseCache(Path(settings.dir) if settings.dir else default_cache_dir()) if settings.enabled else None
 
+    def model_layers(self) -> ModelLayers:
+        """What this run puts around each model it calls (`model_stack.py`)."""
+        return ModelLayers(self.replay, self.limiter, self.cache, self.config.retries)
+
     def units(self) -> Iterator[Unit]:
         for epoch in range(1, self.config.epochs + 1):
             for model in self.models:
@@ -113,47 +123,27 @@ class RunPlan:
                         yield Unit(task, system, model, epoch)
 
 
+def default_concurrency(models: list[ModelConfig]) -> tuple[int, str]:
+    """Units at once when the run does not say: the smallest `default_concurrency` of its models' providers
+    (a run that mixes the embedded model with an API runs at the embedded model's pace), and why."""
+    takes = {model.provider: _provider_concurrency(model.provider) for model in models}
+    if not takes:
+        return 1, "no model"
+    provider = min(takes, key=lambda name: takes[name])
+    return takes[provider], f"what the {provider} provider takes at once" + (" (the fewest)" if len(takes) > 1 else "")
+
+
+def _provider_concurrency(name: str) -> int:
+    try:
+        return max(1, int(getattr(PROVIDERS.load(name), "default_concurrency", 1)))
+    except RegistryError:  # planning the run says the provider is unknown
+        return 1
+
+
 # ---------------------------------------------------------------- one unit of work
 
 
 JUDGE_BUDGETS = Budgets(max_steps=12, max_tokens=400_000, wall_time_s=900.0)
-
-
-Journal = Callable[[ModelCallStep], None]
-
-
-class SpendSink(Protocol):
-    """Where a unit's model calls are journaled: the run's `RunLogWriter`, or a worker's own appender."""
-
-    def spent(self, call: SpentCall) -> None: ...
-
-
-class UnitRecorder(TraceRecorder):
-    """A unit's trace recorder that keys each model call (`KeyedProvider.annotate`) and journals it as it
-    finishes, so the calls of a unit interrupted before its record are still counted."""
-
-    def __init__(self, trace: Trace, budgets: Budgets, provider: KeyedProvider, journal: Journal | None) -> None:
-        super().__init__(trace, budgets)
-        self.provider = provider
-        self.journal = journal
-        self.sent = 0  # model calls admitted, i.e. sent to the provider
-        self._sent_lock = threading.Lock()
-
-    def admit_model_call(self) -> None:
-        super().admit_model_call()
-        with self._sent_lock:
-            self.sent += 1
-
-    def add(self, step: Step) -> None:
-        if isinstance(step, ModelCallStep):
-            self.provider.annotate(step)
-        super().add(step)
-        if isinstance(step, ModelCallStep) and self.journal is not None:
-            self.journal(step)
-
-    def in_flight(self) -> int:
-        """Calls sent and not answered yet."""
-        return max(0, self.sent - len(self.trace.model_calls))
 
 
 class Attempts:
@@ -177,59 +167,7 @@ class Attempts:
         for attempt, (unit, recorders) in running:
             count = sum(recorder.in_flight() for recorder in recorders)
             if count:
-                writer.spent(_spent(attempt, unit, "system", in_flight=count))
-
-
-def _spent(attempt: str, unit: Unit, role: str, step: ModelCallStep | None = None, in_flight: int = 0) -> SpentCall:
-    task_id, system, model, epoch = unit.key
-    fields: dict[str, object] = {"attempt": attempt, "task_id": task_id, "system": system, "model": model}
-    if step is not None:
-        fields |= {"usage": step.usage, "success": step.success, "cached": step.cached is not None}
-        fields["attempts"] = step.attempts
-    return SpentCall.model_validate({**fields, "epoch": epoch, "role": role, "in_flight": in_flight})
-
-
-class SentJournal(ModelProvider):
-    """`inner` with each request journaled before it is sent (a `sent` line in calls.jsonl), so a request
-    that `kill -9` cuts off is still counted: sent, never answered, usage unknown. The line is made once per
-    unit and written with one write and flush, no fsync: a written line outlives the process (the kernel
-    holds it); only a crash of the machine itself could lose it."""
-
-    name = "journaled"
-
-    def __init__(self, inner: ModelProvider, writer: SpendSink, line: SpentCall) -> None:
-        self.inner = inner
-        self.attempt_deadline = inner.attempt_deadline
-        self._writer, self._sent, self._unsent = writer, line, line.model_copy(update={"sent": -1})
-
-    def complete(
-        self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
-    ) -> ModelResponse:
-        self._journal(self._sent)
-        try:
-            return self.inner.complete(request, config, timeout_s=timeout_s, context=context)
-        except ModelError as error:
-            if error.attempts == 0:  # refused before anything left (a bad setting): not sent after all
-                self._journal(self._unsent)
-            raise
-
-    def _journal(self, line: SpentCall) -> None:
-        with contextlib.suppress(OSError):  # a full disk stops the run at its next record, not inside a call
-            self._writer.spent(line)
-
-    def prepare(self, config: ModelConfig) -> None:
-        self.inner.prepare(config)
-
-
-def _journal(writer: SpendSink | None, attempt: str, unit: Unit, role: str) -> Journal | None:
-    if writer is None:
-        return None
-
-    def journal(step: ModelCallStep) -> None:
-        with contextlib.suppress(OSError):  # a full disk stops the run at its next record, not inside a call
-            writer.spent(_spent(attempt, unit, role, step))
-
-    return journal
+                writer.spent(spent_line(attempt, unit.key, "system", in_flight=count))
 
 
 class UnitResult(NamedTuple):
@@ -257,47 +195,36 @@ def run_unit(
     if task.max_steps is not None:
         budgets = budgets.model_copy(update={"max_steps": task.max_steps})
     attempt, attempts = uuid.uuid4().hex[:16], attempts or Attempts()
-    provider = _provider_for(unit, plan, unit.model, "system", _sent_line(writer, attempt, unit, "system"))
-    trace = Trace(task_id=task.id, system=unit.system, model=unit.model.alias)
-    recorder = UnitRecorder(trace, budgets, provider, _journal(writer, attempt, unit, "system"))
-    attempts.start(attempt, unit, recorder)
+    journal = SpendJournal(writer, attempt) if writer is not None else None
+    model = build_unit_model(unit.key, unit.model, "system", budgets, plan.model_layers(), config.generation, journal)
+    attempts.start(attempt, unit, model.recorder)
     try:
-        answer = _answer(unit, plan, recorder, endpoint)
-        trace = recorder.finish(answer.status, answer.error)
-        judge, judge_recorder = _judge_for(
-            unit, plan, _journal(writer, attempt, unit, "judge"), _sent_line(writer, attempt, unit, "judge")
-        )
+        answer = _answer(unit, plan, model, endpoint)
+        trace = model.recorder.finish(answer.status, answer.error)
+        judge, judge_recorder = _judge_for(unit, plan, journal)
         if judge_recorder is not None:
             attempts.start(attempt, unit, judge_recorder)
-        sheet = score(task, answer, trace, plan.benchmark.scorers, judge)  # a failing scorer scores its metrics 0
+        strict = plan.config.strict_answers  # a failing scorer leaves its metrics without a value
+        sheet = score(task, answer, trace, plan.benchmark.scorers, judge, strict_answers=strict)
     finally:
         attempts.finish(attempt)
     judge_trace = judge_recorder.finish("completed") if judge_recorder else None
-    answer = _replay_miss(answer, provider, judge_recorder.provider if judge_recorder else None)
+    answer = _replay_miss(answer, model.recorder.provider, judge_recorder.provider if judge_recorder else None)
     record = _result_record(unit, answer, trace, sheet.scores, sheet.error, judge_trace)
     record.attempt = attempt
     return UnitResult(record, trace, judge_trace)
 
 
-def _sent_line(writer: SpendSink | None, attempt: str, unit: Unit, role: str) -> tuple[SpendSink, SpentCall] | None:
-    return None if writer is None else (writer, _spent(attempt, unit, role).model_copy(update={"sent": 1}))
-
-
-def _provider_for(
-    unit: Unit, plan: RunPlan, model: ModelConfig, role: str, sent: tuple[SpendSink, SpentCall] | None = None
-) -> KeyedProvider:
-    """The unit's provider: its recorded responses (--replay), the registered provider through the
-    response cache (--cache), or the registered provider; with `sent`, each request it sends is journaled first."""
-    if plan.replay is not None:
-        return plan.replay.provider(unit.key, "judge" if role == "judge" else "system")
-    inner = get_provider(model.provider)
-    if sent is not None:  # innermost: a cached call or a rate limit's refusal sends nothing
-        inner = SentJournal(inner, *sent)
-    limiter = plan.limiter
-    if limiter is not None and limiter.applies_to(model):  # under the cache: a cached call takes no capacity
-        inner = RateLimitedProvider(inner, limiter)
-    cache = plan.cache
-    return CachingProvider(inner, cache, unit.epoch) if cache is not None else KeyedProvider(inner)
+def _judge_for(
+    unit: Unit, plan: RunPlan, journal: SpendJournal | None = None
+) -> tuple[MeteredModel | None, UnitRecorder | None]:
+    """The judge's metered model and its recorder (its own trace), for report tasks when the run has a judge
+    model; it samples by the run's judge settings (`judge_generation`)."""
+    if plan.judge is None or unit.task.question_type != QuestionType.REPORT:
+        return None, None
+    layers, generation = plan.model_layers(), plan.config.judge_generation
+    judge = build_unit_model(unit.key, plan.judge, "judge", JUDGE_BUDGETS, layers, generation, journal)
+    return judge.metered, judge.recorder
 
 
 def setup_provider(plan: RunPlan) -> Callable[[ModelConfig], ModelProvider | None] | None:
@@ -319,22 +246,8 @@ def _replay_miss(answer: Answer, *providers: KeyedProvider | None) -> Answer:
     return answer
 
 
-def _judge_for(
-    unit: Unit, plan: RunPlan, journal: Journal | None, sent: tuple[SpendSink, SpentCall] | None = None
-) -> tuple[MeteredModel | None, UnitRecorder | None]:
-    """The judge's metered model with its own trace, for report tasks when the run has a judge model."""
-    task, judge = unit.task, plan.judge
-    if judge is None or task.question_type != QuestionType.REPORT:
-        return None, None
-    provider = _provider_for(unit, plan, judge, "judge", sent)
-    trace = Trace(task_id=task.id, system=f"judge:{unit.system}", model=judge.alias)
-    recorder = UnitRecorder(trace, JUDGE_BUDGETS, provider, journal)
-    retries, generation = plan.config.retries, plan.config.judge_generation  # the judge samples by its own settings
-    return MeteredModel(judge, provider, recorder, system="judge", retries=retries, generation=generation), recorder
-
-
-def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: EndpointFactory | None) -> Answer:
-    task = unit.task
+def _answer(unit: Unit, plan: RunPlan, model: UnitModel, endpoint: EndpointFactory | None) -> Answer:
+    task, recorder = unit.task, model.recorder
     if task.unavailable:
         return Answer(status="data_unavailable", error=task.unavailable)
     try:
@@ -344,16 +257,8 @@ def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: Endpoin
     except Exception as failure:  # ours, counted: only the benchmark's `task.unavailable` leaves a task out
         why = f"building the task's tools failed: {type(failure).__name__}: {failure}"
         return Answer(status="error", error=f"{why}\n{traceback.format_exc(limit=8)}")
-    model = MeteredModel(
-        unit.model,
-        recorder.provider,
-        recorder,
-        system=unit.system,
-        retries=plan.config.retries,
-        generation=plan.config.generation,
-    )
     agent_view = task.for_agent()
-    ctx = RunContext(agent_view, env, model, endpoint=endpoint)
+    ctx = RunContext(agent_view, env, model.metered, endpoint=endpoint)
     recorder.start()
     try:
         answer = plan.systems[unit.system].run(agent_view, ctx)
@@ -369,6 +274,9 @@ def _answer(unit: Unit, plan: RunPlan, recorder: UnitRecorder, endpoint: Endpoin
         answer = Answer(status=status, error=f"{type(failure).__name__}: {failure}\n{traceback.format_exc(limit=8)}")
     finally:
         env.close()
+    failed_inside = unrecovered_failure(recorder.trace) if answer.status in ("completed", "no_answer") else None
+    if failed_inside and recorder.stopped_by is None:  # a provider failure the system went on past (issue 25)
+        answer = answer.model_copy(update={"status": "infra_error", "error": failed_inside})
     return _with_budget_status(answer, recorder.stopped_by)
 
 

@@ -37,6 +37,12 @@ LIKELIEST_CHECKED = 256  # greedy decoding checks these tokens against the gramm
 ASSISTANT_CUE = "Assistant:"
 STOP_SEQUENCES = ["\nUser:", "\nAssistant:", "\nTool result"]
 ELIDED = "[older tool result removed to fit the context window]"
+# A call's deadline follows the pace the model reaches on this machine, not a fixed time: a busy machine
+# slows every token alike and the call goes on; only a pace that collapses against the model's own
+# (a tenth of it, for half a minute) ends a call as stalled.
+STALL_FACTOR = 10.0
+STALL_GRACE_S = 30.0
+PACE_WEIGHT = 0.3  # how much one call moves the remembered pace (an exponential moving average)
 
 
 def model_path() -> Path:
@@ -61,11 +67,13 @@ class LocalLlamaProvider(ModelProvider):
 
     name = "local"
     attempt_deadline = False  # it cannot hang; on a busy machine one call may take minutes: the task's time bounds it
+    default_concurrency = 1  # one call at a time (the lock): more units would only queue on it
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._llama: ConstrainedLlama | None = None
         self._settings: tuple[int, int, int] | None = None
+        self.pace = Pace()  # the tokens per second its calls reach here (under the lock: one call at a time)
 
     def complete(
         self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
@@ -79,7 +87,7 @@ class LocalLlamaProvider(ModelProvider):
         waited = time.perf_counter() - queued
         try:
             llama = self._load(config)
-            response = _generate(llama, request, config, deadline)
+            response = _generate(llama, request, config, deadline, self.pace)
         except ModelError as error:
             error.queue_s = waited
             raise
@@ -133,12 +141,14 @@ def _native_stderr_silenced() -> Iterator[None]:
 # ---------------------------------------------------------------- one generation
 
 
-def _generate(llama: ConstrainedLlama, request: ModelRequest, config: ModelConfig, deadline: float) -> ModelResponse:
+def _generate(
+    llama: ConstrainedLlama, request: ModelRequest, config: ModelConfig, deadline: float, pace: Pace
+) -> ModelResponse:
     max_tokens = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
     schema = output_schema(request)
     prompt = fit_prompt(render_blocks(request, schema), llama.count_tokens, llama.n_ctx() - max_tokens)
     seed = request.seed if request.seed is not None else int(config.params.get("seed", 0))  # the run's, else the alias'
-    out = _complete(llama, prompt, schema, max_tokens, request.temperature or 0.0, seed, deadline)
+    out = _complete(llama, prompt, schema, max_tokens, request.temperature or 0.0, seed, pace.watch(deadline))
     choice, counts = out["choices"][0], out["usage"]
     usage = Usage(input_tokens=counts["prompt_tokens"], output_tokens=counts["completion_tokens"])
     try:
@@ -156,20 +166,14 @@ def _complete(
     max_tokens: int,
     temperature: float,
     seed: int,
-    deadline: float,
+    watch: PaceWatch,
 ) -> dict[str, Any]:
-    """One llama.cpp completion, stopped at the deadline (the prompt evaluation cannot be)."""
-    timed_out = threading.Event()
-
-    def past_deadline(_tokens: Any, _logits: Any) -> bool:
-        if time.monotonic() >= deadline:
-            timed_out.set()
-        return timed_out.is_set()
-
+    """One llama.cpp completion, stopped when the task's time is up or the pace collapsed (`PaceWatch`;
+    the prompt evaluation cannot be stopped)."""
     limits = {
         "max_tokens": max_tokens,
         "seed": seed,
-        "stopping_criteria": llama_cpp.StoppingCriteriaList([past_deadline]),
+        "stopping_criteria": llama_cpp.StoppingCriteriaList([watch.should_stop]),
     }
     if schema is None:
         out = llama.create_completion(prompt, temperature=temperature, stop=STOP_SEQUENCES, **limits)
@@ -181,9 +185,73 @@ def _complete(
             raise ModelError(f"cannot turn the output schema into a llama.cpp grammar: {error}") from error
         with llama.constrained(grammar, temperature=temperature, seed=seed, close_after=close_after):
             out = llama.create_completion(prompt, temperature=0.0, **limits)  # ConstrainedLlama.sample samples
-    if timed_out.is_set():
-        raise ModelError("the local model ran past the call's timeout")
+    watch.finished(out["usage"]["completion_tokens"])
+    if watch.stopped:
+        raise ModelError(watch.stopped)
     return out
+
+
+class Pace:
+    """The decoding pace (generated tokens per second) this process's model reaches, remembered across
+    calls; None until a call has generated tokens."""
+
+    def __init__(self) -> None:
+        self.tokens_per_s: float | None = None
+
+    def watch(self, deadline: float) -> PaceWatch:
+        return PaceWatch(self, deadline)
+
+    def learn(self, tokens: int, seconds: float) -> None:
+        if tokens < 2 or seconds <= 0:
+            return
+        rate = tokens / seconds
+        known = self.tokens_per_s
+        self.tokens_per_s = rate if known is None else (1 - PACE_WEIGHT) * known + PACE_WEIGHT * rate
+
+
+class PaceWatch:
+    """One call's stopping rule: stop at `deadline` (the task's time, which the runner reports as its
+    budget), or when the call's decoding pace has stayed under a `STALL_FACTOR`th of the model's own for
+    `STALL_GRACE_S` (a machine so overloaded that the call would not end). `stopped` says which."""
+
+    def __init__(self, pace: Pace, deadline: float) -> None:
+        self.pace, self.deadline = pace, deadline
+        self.started = time.monotonic()
+        self.first_token: float | None = None  # decoding starts when the prompt is evaluated
+        self.tokens = 0
+        self.stopped: str | None = None
+
+    def should_stop(self, _tokens: Any = None, _logits: Any = None) -> bool:
+        now = time.monotonic()
+        if self.first_token is None:
+            self.first_token = now
+        else:
+            self.tokens += 1
+        if self.stopped is None:
+            self.stopped = self._past_deadline(now) or self._stalled(now)
+        return self.stopped is not None
+
+    def finished(self, generated: int) -> None:
+        """Remember the pace of a call that ran to its end (a stopped call's pace says nothing of the model)."""
+        if self.stopped is None and self.first_token is not None:
+            self.pace.learn(generated - 1, time.monotonic() - self.first_token)
+
+    def _past_deadline(self, now: float) -> str | None:
+        if now < self.deadline:
+            return None
+        return f"the local model ran past the call's deadline, the task's time ({self._reached(now)})"
+
+    def _stalled(self, now: float) -> str | None:
+        usual = self.pace.tokens_per_s
+        decoding = now - (self.first_token or now)
+        if usual is None or decoding < STALL_GRACE_S or self.tokens / decoding * STALL_FACTOR >= usual:
+            return None
+        return f"the local model stalled: {self._reached(now)}, under a tenth of its {usual:.1f} tokens/s here"
+
+    def _reached(self, now: float) -> str:
+        decoding = now - (self.first_token or now)
+        rate = f"{self.tokens / decoding:.1f} tokens/s" if decoding > 0 else "no token yet"
+        return f"{self.tokens} tokens in {now - self.started:.0f} s, {rate}"
 
 
 @functools.lru_cache(maxsize=64)

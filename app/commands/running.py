@@ -8,6 +8,7 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
     from ...compare.runlog import RunLogError, read_records, redact_credentials
     from ..config import ConfigError
     from ..executors import executor_warnings
+    from ..plain_progress import PlainProgress
     from ..runner import RunProgress, RunWriteError, execute
     from .reporting import write_report, write_summary
 
@@ -48,6 +50,8 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
         f" × {plan.config.epochs} epochs = {units} units → {plan.run_dir}",
         highlight=False,
     )
+    for note in plan.notes:  # a default the run chose (its concurrency)
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
     for warning in [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan), *executor_warnings(plan)]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     try:
@@ -58,7 +62,9 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
     counts = RunProgress(total=units, done=already)
     last_unit = TextColumn("{task.description}", table_column=Column(max_width=48, no_wrap=True, overflow="ellipsis"))
     columns = [last_unit, BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn()]
-    with RunProgressDisplay(counts, *columns, console=console, transient=False) as progress:
+    # Not a terminal (a pipe, a CI log): the bar does not draw, so plain lines say how the run goes.
+    plain = None if console.is_terminal else PlainProgress(counts, progress_line, _plain_line)
+    with RunProgressDisplay(counts, *columns, console=console, transient=False) as progress, plain or nullcontext():
         bar = progress.add_task("running", total=units, completed=already)
 
         def on_result(record: ResultRecord) -> None:
@@ -66,6 +72,8 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
             mark = "" if em is None else f" EM={em:.0f}"
             description = f"{record.system}/{record.model} {record.task_id} {record.status}{mark}"
             progress.update(bar, advance=1, description=description)
+            if plain is not None:
+                plain.unit_finished(description)
 
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
@@ -114,6 +122,10 @@ class RunProgressDisplay(Progress):
     def get_renderables(self) -> Iterable[RenderableType]:
         yield self.make_tasks_table(self.tasks)
         yield Text(progress_line(self.counts), style="progress.data", no_wrap=True, overflow="ellipsis")
+
+
+def _plain_line(line: str) -> None:
+    common.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def progress_line(counts: Any) -> str:
