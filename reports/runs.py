@@ -152,7 +152,9 @@ def settings(run: RunLog, system: str, model: str) -> dict[str, str]:
     m = run.manifest
     config = next((c.model_dump() for c in m.models if c.alias == model), {})
     found = {"system": m.systems.get(system, {}), "model": config, "budgets": m.budgets.model_dump()}
-    found["run"] = {key: m.config.get(key) for key in ("hints", "tools") if m.config.get(key) is not None}
+    # a benchmark's own settings (e.g. DAB's hints) sit under config.benchmark_settings.<benchmark> since issue 28
+    options = {**m.config, **(m.config.get("benchmark_settings") or {}).get(m.benchmark, {})}
+    found["run"] = {key: options.get(key) for key in ("hints", "tools") if options.get(key) is not None}
     return _flatten(found)
 
 
