@@ -45,7 +45,7 @@ def test_a_prose_answering_scripted_model_leaves_a_warning_the_summary_counts(
     assert all(run.trace(r).warnings == r.warnings for r in run.records)
     (row,) = summarize(run.records)
     assert row.warnings == {code: 2}
-    assert f"- {system}/scripted: 2 of 2 {phrase}" in markdown([row], run.manifest)
+    assert f"- {system}/scripted: 2 of 2 units {phrase}" in markdown([row], run.manifest)
 
 
 @pytest.mark.parametrize(
