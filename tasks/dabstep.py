@@ -204,6 +204,9 @@ class DabStep(Benchmark):
     scorers = ("dabstep", "tool_success")
     run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
     report_tables = (ReportTableSpec("accuracy_by_level_with_cost", "DABstep accuracy by level, with cost"),)
+    aggregate_rule = (
+        "the leaderboard's accuracy is over predictions (every prediction weighs the same), overall and by level"
+    )
 
     def load(self) -> list[Task]:
         return load_dabstep(self.path)

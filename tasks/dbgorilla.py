@@ -247,6 +247,7 @@ class DbGorilla(Benchmark):
     scorers = ("dbgorilla", "tool_success")
     run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
     primary_metric = AST
+    aggregate_rule = "the published average_ast_score is the mean AST over each model's predictions"
     report_tables = DBGORILLA_TABLES
     # The scorer revision behind the published gpt-4o results (evaluators/dbgorilla.py says the difference).
     rules: ClassVar[dict[str, tuple[str, ...]]] = {"ast-2024-11": ("dbgorilla_ast_2024_11", "tool_success")}
