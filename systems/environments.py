@@ -102,6 +102,11 @@ def cache_root() -> Path:
     return Path(base) / "data-agent-compare" / "environments"
 
 
+def find_environment(requirements: Requirements, root: Path | None = None) -> BuiltEnvironment | None:
+    """The environment of `requirements` if the cache holds it (complete), else None; builds nothing."""
+    return _read_built(requirements, (root or cache_root()) / requirements.key())
+
+
 def ensure_environment(requirements: Requirements, root: Path | None = None) -> BuiltEnvironment:
     """The environment of `requirements`, built now if the cache does not hold it yet."""
     root = root or cache_root()

@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 from ..compare import Answer, RunContext, System, Task, register_system
 from ..compare.system import SystemSetup
 from .bridge import FRAMEWORK_SYSTEM, AgentSession
-from .environments import BuiltEnvironment, Requirements, ensure_environment
+from .environments import BuiltEnvironment, EnvironmentBuildError, Requirements, ensure_environment
 from .mcp_server import shared_tool_server
 
 QUESTION_FILE = "question.md"
@@ -203,14 +203,19 @@ class ExternalSystem(System):
     def __init__(self) -> None:
         self._environment: BuiltEnvironment | None = None
         self._environment_lock = threading.Lock()
+        self.build_error: str | None = None  # its environment could not be built: every unit says why
 
     def environment(self) -> BuiltEnvironment | None:
-        """Its own environment, built once (cached across runs by the requirements' hash)."""
+        """Its own environment, built once (cached across runs by the requirements' hash); None without
+        requirements, or when the build failed (`build_error`)."""
         if self.requirements is None:
             return None
         with self._environment_lock:
-            if self._environment is None:
-                self._environment = ensure_environment(self.requirements)
+            if self._environment is None and self.build_error is None:
+                try:
+                    self._environment = ensure_environment(self.requirements)
+                except EnvironmentBuildError as failed:
+                    self.build_error = str(failed)
         return self._environment
 
     def prepare(self, tasks: list[Task], setup: SystemSetup) -> list[dict[str, Any]]:
@@ -226,9 +231,13 @@ class ExternalSystem(System):
             if self.requirements
             else None,
             "environment": built.describe() if built else None,
+            **({"environment_error": self.build_error} if self.build_error else {}),
         }
 
     def run(self, task: Task, ctx: RunContext) -> Answer:
+        self.environment()
+        if self.build_error is not None:
+            return Answer(status="error", error=f"{self.name}: its environment could not be built: {self.build_error}")
         session = AgentSession(task, ctx)
         with tempfile.TemporaryDirectory(prefix="dac-agent-") as scratch:
             workdir = Path(scratch)

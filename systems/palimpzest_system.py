@@ -8,9 +8,11 @@ document chunks as the table `documents`, one traced tool call per operator, and
 Palimpzest offers `sem_filter` and `sem_map`.
 
 Palimpzest cannot share the suite's environment (it pins numpy 2 and sentence-transformers 5; pip
-settles on 0.7.7 beside LangChain 1.x, which breaks LlamaIndex), so it runs in its own virtual
-environment, `.venv-palimpzest` (made by `setup.sh`), as a worker process (`palimpzest_worker.py`,
-whose docstring is the protocol: JSON lines over stdin/stdout). Each operator is one worker request
+settles on 0.7.7 beside LangChain 1.x, which breaks LlamaIndex), so it runs in an environment of its own,
+built once by the suite's mechanism for systems in their own environments (`environments.py`:
+`REQUIREMENTS`, cached by their hash, resolved versions in the manifest; `setup.sh` builds it, and so does
+`prepare` when it is missing), as a worker process (`palimpzest_worker.py`, whose docstring is the
+protocol: JSON lines over stdin/stdout). Each operator is one worker request
 carrying every row of its table; the worker runs it as one Palimpzest query (`MemoryDataset` →
 operator → `.run(policy)`), whose model calls go through the gateway endpoint, so they are metered and
 traced like any other. The step in the trace is timed by this process's monotonic clock around that
@@ -48,6 +50,14 @@ from typing import Any, ClassVar
 
 from ..compare import Answer, RunContext, Task
 from ..compare.model import ModelError
+from .environments import (
+    BuiltEnvironment,
+    EnvironmentBuildError,
+    Requirements,
+    cache_root,
+    ensure_environment,
+    find_environment,
+)
 from .palimpzest_worker import POLICIES
 from .semantic_operators import BRACED, OperatorRun, SemanticOperatorSystem, Table, operator_branch
 
@@ -55,16 +65,31 @@ READY_TIMEOUT_S = 300.0  # importing torch, chromadb and palimpzest from a cold 
 REPLY_MARGIN_S = 60.0  # beyond the task's wall time, for one request's reply
 WORKER_SCRIPT = Path(__file__).with_name("palimpzest_worker.py")
 PYTHON_VARIABLE = "PALIMPZEST_PYTHON"  # the Python of another environment with palimpzest 0.9.0
-DEFAULT_VENV = Path(__file__).resolve().parents[1] / ".venv-palimpzest"
+# pip, not uv: pip reads this machine's configuration, whose local wheel folder holds the CPU build of torch
+# (from the registry, torch 2.13.0 is the multi-GB CUDA build); the pin makes pip take that build.
+REQUIREMENTS = Requirements(python=("torch==2.13.0", "palimpzest==0.9.0"), installer="pip")
+LEGACY_VENV = Path(__file__).resolve().parents[1] / ".venv-palimpzest"  # made by setup.sh before the cache
 
 
 # ---------------------------------------------------------------- the environment
 
 
 def worker_python() -> Path:
-    """The Python that runs the worker: $PALIMPZEST_PYTHON, else `.venv-palimpzest` of this checkout."""
+    """The Python that runs the worker: $PALIMPZEST_PYTHON, else the built environment of `REQUIREMENTS`, else
+    the `.venv-palimpzest` an older setup.sh made; else where the built one will be (`refusal` says so)."""
     configured = os.environ.get(PYTHON_VARIABLE)
-    return Path(configured) if configured else DEFAULT_VENV / "bin" / "python"
+    if configured:
+        return Path(configured)
+    built = find_environment(REQUIREMENTS)
+    if built is not None and built.python is not None:
+        return built.python
+    legacy = LEGACY_VENV / "bin" / "python"
+    return legacy if legacy.is_file() else cache_root() / REQUIREMENTS.key() / "venv" / "bin" / "python"
+
+
+def build_environment() -> BuiltEnvironment:
+    """Build palimpzest's environment now unless it is there (setup.sh, and `prepare` when it is missing)."""
+    return ensure_environment(REQUIREMENTS)
 
 
 def refusal(python: Path) -> str | None:
@@ -73,7 +98,7 @@ def refusal(python: Path) -> str | None:
         return None
     return (
         f"palimpzest is refused: its own virtual environment is missing ({python} not found). "
-        "Run ./setup.sh, which creates .venv-palimpzest (palimpzest cannot share the suite's environment), "
+        "Run ./setup.sh, which builds it (palimpzest cannot share the suite's environment), "
         f"or set {PYTHON_VARIABLE} to the Python of an environment with palimpzest 0.9.0."
     )
 
@@ -302,6 +327,7 @@ class PalimpzestSystem(SemanticOperatorSystem):
         if self.policy not in POLICIES:
             raise ValueError(f"unknown palimpzest policy {self.policy!r}; known: {', '.join(POLICIES)}")
         self.network_attempts: list[str] = []  # refused by the workers' guard, over every task
+        self.build_error: str | None = None  # why its environment could not be built
         self._attempts_lock = threading.Lock()
 
     @classmethod
@@ -314,6 +340,7 @@ class PalimpzestSystem(SemanticOperatorSystem):
         return {"policy": self.policy, "model": self.pz_model, "max_workers": self.max_workers}
 
     def describe(self) -> dict[str, Any]:
+        built = self.environment()
         python = worker_python()
         return {
             **super().describe(),
@@ -321,11 +348,25 @@ class PalimpzestSystem(SemanticOperatorSystem):
             "allow_rag_reduction": False,
             "palimpzest": installed_version(python),
             "worker_python": str(python),
-            "refused": refusal(python),
+            "requirements": {"python": list(REQUIREMENTS.python), "node": []},
+            "environment": built.describe() if built is not None else None,
+            "refused": self.refusal(),
         }
+
+    def environment(self) -> BuiltEnvironment | None:
+        """Its built environment (building it now when neither $PALIMPZEST_PYTHON nor an older setup's
+        `.venv-palimpzest` stands in for it: ~3 min the first time, before any task's clock); None when one does."""
+        if os.environ.get(PYTHON_VARIABLE) or (find_environment(REQUIREMENTS) is None and LEGACY_VENV.is_dir()):
+            return None
+        try:
+            return build_environment()
+        except EnvironmentBuildError as failed:  # the system refuses to run, saying why (`refusal`)
+            self.build_error = str(failed)
+            return None
 
     def import_library(self) -> None:
         """Start a worker before any task's clock (base `prepare`): its imports take ~15 s."""
+        self.environment()
         python = worker_python()
         if refusal(python) is not None:
             return  # each task says why
@@ -337,8 +378,12 @@ class PalimpzestSystem(SemanticOperatorSystem):
         finally:
             self._release(worker, healthy=ready)
 
-    def run(self, task: Task, ctx: RunContext) -> Answer:
+    def refusal(self) -> str | None:
         problem = refusal(worker_python())
+        return f"{problem} Building it failed: {self.build_error}" if problem and self.build_error else problem
+
+    def run(self, task: Task, ctx: RunContext) -> Answer:
+        problem = self.refusal()
         if problem is not None:
             return Answer(status="error", error=problem)
         return super().run(task, ctx)
@@ -393,3 +438,24 @@ class PalimpzestSystem(SemanticOperatorSystem):
 
 def timeout(ctx: RunContext) -> float:
     return ctx.budgets.wall_time_s + REPLY_MARGIN_S
+
+
+def main() -> None:
+    """`python -m data_agent_compare.systems.palimpzest_system --build-environment` (setup.sh): build palimpzest's
+    environment unless the cache holds it, and say where it is and what it took."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--build-environment", action="store_true", required=True)
+    parser.parse_args()
+    try:
+        built = build_environment()
+    except EnvironmentBuildError as failed:
+        raise SystemExit(f"palimpzest's environment could not be built: {failed}") from None
+    took = f"built in {built.build_s:.0f} s" if built.build_s is not None else "already built"
+    version = built.resolved.get("python", {}).get("palimpzest")
+    print(f"palimpzest {version}: {built.path} ({took})")
+
+
+if __name__ == "__main__":
+    main()
