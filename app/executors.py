@@ -63,11 +63,52 @@ class Executor(Protocol):
         """Every unit finished: release the workers."""
 
 
+# Units in flight from which the harness's own CPU (~3 ms a unit) outgrows one GIL: at 32 in flight the
+# process executor ran 1.7-1.8x the thread executor with 1 ms replies, at 64 with 200 ms replies 1.1-2.2x
+# (docs/PERFORMANCE.md); below, its start-up (a forkserver, the plan built per worker) is not paid back.
+CPU_BOUND_IN_FLIGHT = 32
+
+
+def choose_executor(
+    config: RunConfig, units: int, models: list[ModelConfig], cores: int | None = None
+) -> tuple[str, str]:
+    """The executor a run uses, and why: `--executor` when given; else (`auto`) worker processes when enough
+    units are in flight to make the harness CPU-bound and there is more than one core to spread them over,
+    unless a model runs in-process (the embedded model: loaded once per worker, memory × workers); threads
+    otherwise. Results are the same either way: only where units run differs."""
+    if config.executor != "auto":
+        return config.executor, f"--executor {config.executor}"
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    in_flight = max(1, min(config.concurrency, units))
+    local = [m.alias for m in models if m.provider == "local"]
+    if local:
+        return "thread", f"auto: the embedded model ({', '.join(local)}) is loaded once, shared by threads"
+    if cores < 2:
+        return "thread", "auto: one core, so worker processes would gain nothing"
+    if in_flight < CPU_BOUND_IN_FLIGHT:
+        return "thread", f"auto: {in_flight} units in flight (worker processes from {CPU_BOUND_IN_FLIGHT})"
+    return "process", f"auto: {in_flight} units in flight on {cores} cores, more than one GIL keeps up with"
+
+
+def resolve_executor(plan: RunPlan, units: int) -> dict[str, str]:
+    """Settle `auto` for a run of `units` units: plan.config.executor becomes the chosen executor. Returns
+    what the manifest keeps (`executor`): which executor, and why."""
+    kind, why = choose_executor(plan.config, units, plan.models)
+    plan.config = plan.config.model_copy(update={"executor": kind})
+    return {"kind": kind, "why": why}
+
+
+def executor_line(chosen: dict[str, str]) -> str:
+    """`executor: process (auto: 64 units in flight on 2 cores, ...; --executor thread|process|ray chooses)`."""
+    how = "; --executor thread|process|ray chooses" if chosen["why"].startswith("auto") else ""
+    return f"executor: {chosen['kind']} ({chosen['why']}{how})"
+
+
 def executor_warnings(plan: RunPlan) -> list[str]:
     """Said before the run: the embedded model loaded once per worker process."""
     workers = process_workers(plan.config, plan.config.concurrency)
     local = [m.alias for m in plan.models if m.provider == "local"]
-    if plan.config.executor != "thread" and workers > 1 and local and plan.replay is None:
+    if plan.config.executor not in ("thread", "auto") and workers > 1 and local and plan.replay is None:
         return [
             f"--executor {plan.config.executor} with {workers} workers loads the embedded model ({', '.join(local)}) "
             f"in every worker: about {workers} × its memory (~0.5 GiB each), and the workers share the CPU cores"

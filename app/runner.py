@@ -17,6 +17,7 @@ import hashlib
 import json
 import platform
 import statistics
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -424,6 +425,7 @@ def _execute(
         set_aside_traces(plan.run_dir, list(plan.retried.values()))
         pending = [u for u in plan.units() if u.key not in done]
         stage = progress.preparing if progress is not None else (lambda _: None)
+        _settle_executor(plan, manifest, len(pending))
         # A replay loads no model; worker processes load their own and report it with their first unit.
         stage("loading models")
         manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else prepare_models(plan)
@@ -553,6 +555,17 @@ def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> No
     record.retries += earlier.retries
     record.backoff_s += earlier.backoff_s
     record.retried_attempts = [*earlier.retried_attempts, *([earlier.attempt] if earlier.attempt else [])]
+
+
+def _settle_executor(plan: RunPlan, manifest: Manifest, units: int) -> None:
+    """`--executor auto` (the default) becomes threads or worker processes for this run (`choose_executor`):
+    said at the start, kept in the manifest (`executor.kind`, `executor.why`)."""
+    from .executors import executor_line, resolve_executor
+
+    auto = plan.config.executor == "auto"
+    manifest.executor.update(resolve_executor(plan, units))
+    if auto and units:
+        print(executor_line(manifest.executor), file=sys.stderr, flush=True)
 
 
 def create_executor(

@@ -22,10 +22,11 @@ from typing import ClassVar
 import pytest
 
 from data_agent_compare.app.cli import progress_line
-from data_agent_compare.app.config import ConfigError, load_run_config
+from data_agent_compare.app.config import ConfigError, RunConfig, load_run_config
+from data_agent_compare.app.executors import choose_executor
 from data_agent_compare.app.runner import FairQueue, RunProgress, execute, plan_run
 from data_agent_compare.app.units import Unit
-from data_agent_compare.compare import Answer, CallContext, Message, ModelRequest, RunContext, System, Task
+from data_agent_compare.compare import Answer, CallContext, Message, ModelConfig, ModelRequest, RunContext, System, Task
 from data_agent_compare.compare.runlog import read_run
 from data_agent_compare.providers.scripted import tool_call_message
 
@@ -173,6 +174,36 @@ def test_the_process_executor_gives_the_thread_executors_results_and_resumes_aft
     units = units_of(killed)
     assert len(units) == len(set(units)) == len(expected) and outcome(killed) == expected
     assert sum(a.model_calls for a in read_run(killed).interrupted) >= 1  # the dead workers' paid calls
+
+
+def test_the_executor_is_worker_processes_when_enough_units_are_in_flight_on_more_than_one_core():
+    config = load_run_config(None, {"concurrency": 64})
+    scripted = [ModelConfig(alias="scripted", provider="scripted", model_id="v1")]
+    assert choose_executor(config, 1000, scripted, cores=2)[0] == "process"
+    assert choose_executor(config, 1000, scripted, cores=1)[0] == "thread"
+    assert choose_executor(config, 8, scripted, cores=2)[0] == "thread"  # 8 units: 8 in flight at most
+    local = [ModelConfig(alias="local", provider="local", model_id="gemma")]
+    assert choose_executor(config, 1000, local, cores=8)[0] == "thread"  # one embedded model, not one per worker
+    given = config.model_copy(update={"executor": "thread"})
+    assert choose_executor(given, 1000, scripted, cores=8) == ("thread", "--executor thread")
+    assert RunConfig().executor == "auto"
+
+
+@pytest.mark.slow  # two `compare` processes, one of them with worker processes: ~30 s
+def test_the_automatically_chosen_executor_gives_the_thread_executors_results_and_says_which_scripted(tmp_path, setup):
+    config, chosen, threads = str(setup["config"]), tmp_path / "chosen", tmp_path / "threads"
+    flags = ("--config", config, "--concurrency", "32", "--epochs", "3")  # 36 units, 32 in flight
+    assert compare(*flags, "--out", str(threads), "--executor", "thread").returncode == 0
+    done = compare(*flags, "--out", str(chosen))
+    assert done.returncode == 0, done.stderr
+    cores = len(os.sched_getaffinity(0))
+    expected = "process" if cores > 1 else "thread"
+    assert f"executor: {expected} (auto: " in done.stdout + done.stderr
+    manifest = read_run(chosen).manifest
+    assert manifest.config["executor"] == "auto"  # a resume chooses again, for the units it has left
+    assert manifest.executor["kind"] == expected and manifest.executor["why"].startswith("auto: ")
+    assert read_run(threads).manifest.executor == {"kind": "thread", "why": "--executor thread"}
+    assert outcome(chosen) == outcome(threads) and len(outcome(chosen)) == TASKS * len(SYSTEMS) * 3
 
 
 @pytest.mark.slow  # two `compare` processes: ~20 s
