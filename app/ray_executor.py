@@ -281,7 +281,7 @@ class RayExecutor:
         self._dispatch()
 
     def _settle_retried(self, job: _Job, result: UnitResult) -> None:
-        keep_lost_spend(result.record, self._lost_attempts(job, result.record))
+        keep_lost_spend(result.record, self._lost_attempts(job, result.record), job.losses)
         _settle(job.future, result=result)
 
     def _lost(self, slot: _Slot, job: _Job, lost: BaseException) -> None:
@@ -437,12 +437,11 @@ def lost_calls(journal: Path, start: int, key: tuple[str, str, str, int], kept: 
     return calls
 
 
-def keep_lost_spend(record: ResultRecord, calls: list[SpentCall]) -> None:
-    """A unit run again because its actor was lost keeps what the lost attempts spent, as `--retry-errors`
-    keeps an earlier attempt's: in its usage (it was paid) and apart in `retried_usage`, with the attempt ids
-    in `retried_attempts` (so the spend journal counts them there, not as interrupted)."""
-    if not calls:
-        return
+def keep_lost_spend(record: ResultRecord, calls: list[SpentCall], losses: int) -> None:
+    """A unit run again because its actor was lost (`losses` times) keeps what the lost attempts spent, as
+    `--retry-errors` keeps an earlier attempt's: in its usage (it was paid) and apart in `retried_usage`, with
+    the attempt ids in `retried_attempts` (so the spend journal counts them there, not as interrupted). An
+    attempt lost before it journaled anything is listed as `lost-<n>`: it spent nothing that reached the run."""
     spent = Usage()
     for call in calls:
         if not (call.sent or call.in_flight) and (call.usage.total_tokens or call.usage.cost_usd):
@@ -451,8 +450,9 @@ def keep_lost_spend(record: ResultRecord, calls: list[SpentCall]) -> None:
         record.usage = record.usage.plus(spent) if record.usage.total_tokens or record.usage.cost_usd else spent
         earlier = record.retried_usage
         record.retried_usage = earlier.plus(spent) if earlier is not None else spent.model_copy()
-    lost = [call.attempt for call in calls if call.attempt not in record.retried_attempts]
-    record.retried_attempts = [*record.retried_attempts, *dict.fromkeys(lost)]
+    lost = list(dict.fromkeys(call.attempt for call in calls if call.attempt not in record.retried_attempts))
+    lost += [f"lost-{number}" for number in range(len(lost) + 1, losses + 1)]
+    record.retried_attempts = [*record.retried_attempts, *lost]
 
 
 # ---------------------------------------------------------------- what every node needs

@@ -280,3 +280,33 @@ def test_a_resume_with_more_actors_than_cpus_runs_at_the_pace_of_those_it_has_an
     unit_s = statistics.median(r["latency_s"] for r in lines)
     rate = (len(lines) - before - 1) / (last_at - first_at)
     assert rate >= 0.6 * 2 / unit_s, f"{rate:.2f} units/s with 2 actors at {unit_s:.2f} s a unit"
+
+
+def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_and_their_spend(tmp_path: Path) -> None:
+    from data_agent_compare.app.ray_executor import keep_lost_spend, lost_calls
+    from data_agent_compare.compare.runlog import ResultRecord, SpentCall
+    from data_agent_compare.compare.trace import Usage
+
+    def line(attempt: str, task: str = "T1", **fields: object) -> str:
+        call = SpentCall(attempt=attempt, task_id=task, system="tool_use", model="m", epoch=1, **fields)
+        return call.model_dump_json(exclude_defaults=True) + "\n"
+
+    paid = Usage(input_tokens=100, output_tokens=10, cost_usd=0.01, cost_source="price_table")
+    journal = tmp_path / "calls.jsonl"
+    journal.write_text(line("before", usage=paid))  # an attempt of an earlier session (interrupted, resumed)
+    start = journal.stat().st_size
+    with journal.open("a") as more:
+        more.write(line("lost", sent=1) + line("lost", usage=paid) + line("lost", sent=1))  # died in its 2nd call
+        more.write(line("other", task="T2", usage=paid) + line("kept", usage=paid))
+
+    calls = lost_calls(journal, start, ("T1", "tool_use", "m", 1), "kept")
+    assert {call.attempt for call in calls} == {"lost"}
+    record = ResultRecord.model_validate(
+        {"task_id": "T1", "benchmark": "b", "system": "tool_use", "model": "m", "epoch": 1, "question_type": "factoid",
+         "status": "completed", "answer": {}, "scores": {}, "usage": paid.model_dump(), "latency_s": 1.0,
+         "latency_by_phase": {}, "model_calls": 1, "attempt": "kept", "tool_calls": [], "trace_file": "t.json"}
+    )
+    keep_lost_spend(record, calls, losses=2)  # the unit lost two actors; the second loss journaled nothing
+    assert record.retried_attempts == ["lost", "lost-2"]
+    assert record.retried_usage is not None and record.retried_usage.input_tokens == 100  # the finished call only
+    assert record.usage.input_tokens == 200 and round(record.usage.cost_usd or 0, 6) == 0.02
