@@ -23,7 +23,9 @@ Template fields (and environment variables): {question_file} DAC_QUESTION_FILE, 
 {model_base_url} DAC_MODEL_BASE_URL and OPENAI_BASE_URL, {model} DAC_MODEL and OPENAI_MODEL, {token}
 DAC_TOKEN and OPENAI_API_KEY, {task_id} DAC_TASK_ID, {workdir} DAC_WORKDIR, {deadline_s} DAC_DEADLINE_S,
 {python} (its environment's interpreter, else the suite's), {agent_dir} (where a shipped agent's files are),
-{node_modules} NODE_PATH (its Node environment).
+{node_modules} NODE_PATH (its Node environment), {system_prompt_file} DAC_SYSTEM_PROMPT_FILE (the tool-use
+workflow's system prompt, as every framework adapter has it), {max_steps} DAC_MAX_STEPS, {mcp_stdio}
+DAC_MCP_STDIO (a command line serving the same tools over stdio, for agents that start their MCP servers).
 
 The unit's wall-time limit is the process's: at the deadline the whole group (the agent and every child it
 started) is killed and the unit ends `time_limit`; groups still running when the process exits are killed
@@ -34,6 +36,7 @@ becomes GENERATE); an agent that exits non-zero without answering (or is killed)
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -52,6 +55,7 @@ from ..compare.system import SystemSetup
 from .bridge import FRAMEWORK_SYSTEM, AgentSession
 from .environments import BuiltEnvironment, EnvironmentBuildError, Requirements, ensure_environment
 from .mcp_server import shared_tool_server
+from .mcp_stdio import UNIT_FILE
 
 QUESTION_FILE = "question.md"
 SYSTEM_PROMPT_FILE = "system_prompt.md"  # the tool-use workflow's system prompt, as every framework adapter has it
@@ -71,6 +75,7 @@ TEMPLATE_FIELDS = (
     "node_modules",
     "system_prompt_file",
     "max_steps",
+    "mcp_stdio",
 )
 OFFLINE_SWITCHES = {
     "HF_HUB_OFFLINE": "1",
@@ -247,6 +252,7 @@ class ExternalSystem(System):
                 fields["max_steps"] = str(ctx.budgets.max_steps)
                 fields |= {"mcp_url": mcp.url, "model_base_url": endpoint.base_url, "model": endpoint.model}
                 fields["token"] = endpoint.api_key
+                fields["mcp_stdio"] = stdio_command(workdir, mcp.url, mcp.token)
                 argv = [render(part, fields, self.name, "command") for part in self.command]
                 outcome = run_agent(argv, self.process_environment(fields), workdir, float(fields["deadline_s"]))
         return self.answer(session, ctx, outcome)
@@ -297,6 +303,7 @@ class ExternalSystem(System):
             "DAC_DEADLINE_S": fields["deadline_s"],
             "DAC_SYSTEM_PROMPT_FILE": fields["system_prompt_file"],
             "DAC_MAX_STEPS": fields["max_steps"],
+            "DAC_MCP_STDIO": fields["mcp_stdio"],
             "OPENAI_BASE_URL": fields["model_base_url"],
             "OPENAI_API_KEY": fields["token"],
             "OPENAI_MODEL": fields["model"],
@@ -319,6 +326,14 @@ class ExternalSystem(System):
         if outcome.failure is not None:
             return Answer(status="error", error=outcome.failure)
         return session.answer(outcome.stdout.strip() or None)
+
+
+def stdio_command(workdir: Path, url: str, token: str) -> str:
+    """The command line of the unit's tools over stdio (systems/mcp_stdio.py), its address in a private file."""
+    unit_file = workdir / UNIT_FILE
+    unit_file.touch(mode=0o600)
+    unit_file.write_text(json.dumps({"url": url, "token": token}), encoding="utf-8")
+    return shlex.join([sys.executable, "-m", "data_agent_compare.systems.mcp_stdio", "--unit-file", str(unit_file)])
 
 
 def render(template: str, fields: dict[str, str], system: str, where: str) -> str:

@@ -198,3 +198,41 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
     return status not in ("Z", "X")
+
+
+# A scripted agent that starts the unit's tools as a stdio MCP server (DAC_MCP_STDIO), as agents configured
+# with a command rather than a URL do.
+STDIO_AGENT = textwrap.dedent(
+    """
+    import asyncio, os, shlex
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def main():
+        command, *args = shlex.split(os.environ["DAC_MCP_STDIO"])
+        async with (
+            stdio_client(StdioServerParameters(command=command, args=args)) as (read, write),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            names = [tool.name for tool in (await mcp.list_tools()).tools]
+            assert "execute_sql" in names and "answer" in names, names
+            counted = await mcp.call_tool("execute_sql", {"sql": "SELECT COUNT(*) FROM Customers"})
+            await mcp.call_tool("answer", {"answer": counted.content[0].text.split()[-1]})
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_scripted_agent_reaches_the_same_tools_over_stdio(tmp_path, scripted_model, external):
+    script = tmp_path / "stdio_agent.py"
+    script.write_text(STDIO_AGENT)
+    name = define(external, "test_scripted_stdio", ["{python}", str(script)])
+    model = scripted_model(lambda request, context: pytest.fail("this agent asks no model"))
+    record, trace, _ = run_task(tmp_path, model, factoid(), name)
+
+    assert record["status"] == "completed", record["error"]
+    assert record["answer"]["text"] == "50"
+    tools = [(s["tool"], s["phase"], s["success"]) for s in trace["steps"] if s["kind"] == "tool_call"]
+    assert tools == [("execute_sql", "execute", True), ("answer", "generate", True)]
