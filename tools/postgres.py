@@ -508,10 +508,12 @@ def lock_down(con: psycopg.Connection[Any]) -> None:
         "SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY(%s)",
         ([*SESSION_FUNCTIONS, *ADMIN_FUNCTIONS],),
     ).fetchall()
-    for (function,) in functions:
-        con.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(sql.SQL(function)))
-    for view in SESSION_VIEWS:
-        con.execute(sql.SQL("REVOKE SELECT ON {} FROM PUBLIC").format(sql.Identifier("pg_catalog", view)))
+    revokes = [sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(sql.SQL(f)) for (f,) in functions]
+    views = [sql.Identifier("pg_catalog", view) for view in SESSION_VIEWS]
+    revokes += [sql.SQL("REVOKE SELECT ON {} FROM PUBLIC").format(view) for view in views]
+    for revoke in revokes:
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):  # a role without any privilege there
+            con.execute(revoke)
 
 
 def drop_reader(admin_url: str, reader: str) -> None:

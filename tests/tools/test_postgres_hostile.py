@@ -17,6 +17,7 @@ from data_agent_compare.tools.postgres import (
     PostgresCluster,
     PostgresError,
     PostgresServer,
+    lock_down,
     prepare_postgres,
     restore_dump,
 )
@@ -274,3 +275,18 @@ def test_in_a_cluster_the_suite_starts_no_database_lets_the_reader_signal_anothe
     refused = pytest.raises(psycopg.errors.InsufficientPrivilege, match="pg_terminate_backend")
     with psycopg.connect(server.url("postgres"), autocommit=True) as con, refused:
         con.execute("SELECT pg_terminate_backend(1)")
+
+
+def test_a_url_role_that_is_no_superuser_cannot_isolate_the_units_and_the_run_is_refused(
+    server: PostgresCluster,
+) -> None:
+    make_roles(server, "CREATE ROLE lesser_admin LOGIN PASSWORD 'pw' CREATEROLE CREATEDB")
+    template = server.admin_url("template1")  # locked down in the suite's cluster; as usual elsewhere:
+    with psycopg.connect(template, autocommit=True) as con:
+        con.execute("GRANT EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint) TO PUBLIC")
+    try:
+        with pytest.raises(PostgresError, match=r"may run .*pg_terminate_backend.* in database 'hostile_lesser'"):
+            prepare_postgres([dab_task("hostile_lesser")], url=reader(server, "lesser_admin"))
+    finally:
+        with psycopg.connect(template, autocommit=True) as con:
+            lock_down(con)
