@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -261,6 +262,52 @@ def test_the_dump_reader_gives_statements_with_their_lines_and_copy_data() -> No
     assert [line for line, _, _ in statements] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17]
     assert statements[8][2] == [b"5\tGRANT ALL ON everything TO me;\n", b"7\tbob\n"]  # COPY data untouched
     assert statements[9][2] == [b'1\t{"a": [1, 2]}\n']
+
+
+# Objects pg_dump writes in ways a statement splitter can get wrong: dollar quotes with semicolons,
+# strings with backslashes and doubled quotes, enums, sequences, defaults, a trigger, a view, a comment.
+RICH_DATABASE = r"""
+CREATE SCHEMA shop;
+CREATE TYPE shop.mood AS ENUM ('sad', 'ok; fine');
+CREATE SEQUENCE shop.ids START 5;
+CREATE TABLE shop.orders (id int PRIMARY KEY DEFAULT nextval('shop.ids'), who text, amount numeric(10,2)
+    CHECK (amount >= 0), mood shop.mood, note text, doc jsonb, tags text[]);
+CREATE TABLE shop.items (order_id int REFERENCES shop.orders(id), "Item Name" text, qty int);
+CREATE INDEX ON shop.orders (lower(who));
+CREATE FUNCTION shop.total(o int) RETURNS numeric LANGUAGE sql STABLE
+    AS $$ SELECT sum(qty)::numeric FROM shop.items WHERE order_id = o; $$;
+CREATE FUNCTION shop.touch() RETURNS trigger LANGUAGE plpgsql
+    AS $body$ BEGIN NEW.note := coalesce(NEW.note, 'it''s; \n $x$'); RETURN NEW; END $body$;
+CREATE TRIGGER t BEFORE INSERT ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.touch();
+CREATE VIEW shop.big AS SELECT * FROM shop.orders WHERE amount > 10;
+COMMENT ON TABLE shop.orders IS 'orders; with a semicolon and a \ backslash';
+INSERT INTO shop.orders (who, amount, mood, note, doc, tags)
+    VALUES ('a''b', 12.5, 'ok; fine', E'line1\nline2\t\\', '{"k": "v; \\ x"}', '{x,"y z"}'),
+           ('c', 3, 'sad', NULL, NULL, NULL);
+INSERT INTO shop.items VALUES (5, 'pen', 2), (6, 'ink', 1);
+"""
+
+
+def test_a_real_pg_dump_of_functions_triggers_and_quoted_text_restores_as_it_was(
+    cluster: PostgresCluster, tmp_path: Path
+) -> None:
+    with psycopg.connect(cluster.admin_url(), autocommit=True) as con:
+        con.execute("CREATE DATABASE rich_source")
+    with psycopg.connect(cluster.admin_url("rich_source"), autocommit=True) as con:
+        con.execute(RICH_DATABASE.encode())
+    dump = tmp_path / "rich.sql"
+    pg_dump = pg.find_bin_dir(("pg_dump",)) / "pg_dump"
+    arguments = ["-h", "127.0.0.1", "-p", str(cluster.port), "-U", cluster.admin.name, "-d", "rich_source"]
+    environment = {**os.environ, "PGPASSWORD": cluster.admin.password}
+    subprocess.run([str(pg_dump), *arguments, "-f", str(dump)], env=environment, check=True, timeout=60)
+    query = "SELECT who, amount, mood, note, doc::text, tags, shop.total(id) FROM shop.orders ORDER BY id"
+    with psycopg.connect(cluster.admin_url("rich_source")) as original:
+        expected = original.execute(query).fetchall()
+        comment = original.execute("SELECT obj_description('shop.orders'::regclass)").fetchone()
+    with psycopg.connect(restore_dump(cluster, "rich_copy", dump)) as copy:
+        assert copy.execute(query).fetchall() == expected
+        assert copy.execute("SELECT obj_description('shop.orders'::regclass)").fetchone() == comment
+        assert copy.execute('SELECT "Item Name" FROM shop.items ORDER BY 1').fetchall() == [("ink",), ("pen",)]
 
 
 def test_a_failed_restore_names_the_dump_line_and_drops_the_database(cluster: PostgresCluster, tmp_path: Path) -> None:
