@@ -9,19 +9,29 @@ machine as the suite, so each is a ratio of two things measured under the same l
 - harness overhead per model call: `MeteredModel.generate` through the runner's provider wrapper (request
   keying, retries, deadline, trace step) minus a bare POST by the provider's own HTTP path (`post_json`, the
   same httpx client), interleaved call by call, against a server that answers at once;
-- throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`) against a server that answers after
-  200 ms, as a fraction of the ideal N / 0.2 s, and as a multiple of one task at a time (FDABench's
-  reference harness runs tasks sequentially: the anchor);
+- throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`, the default executor: `auto` picks worker
+  processes from 32 in flight) against a server that answers after 200 ms, as a fraction of the ideal
+  N / 0.2 s, beside the bare client (N threads POSTing with the providers' httpx client) on the same server,
+  and as a multiple of one task at a time (FDABench's reference harness runs tasks sequentially: the anchor);
 - the thread and the process executor on 5,000 units at 64 and at 256 in flight (same server), and on 3,150
-  units at 32 in flight against replies after 1 ms (the harness's CPU the limit): units per second each;
+  units at 32 in flight against replies after 1 ms (the harness's CPU the limit): units per second each, and
+  the bare client's beside;
 - the harness's CPU per unit: two DBGorilla runs through `compare` (1 and 5 epochs of 315 queries, 16 in flight,
   a server answering in 1 ms), the difference of their CPU time over the difference of their units, so start-up,
-  loading and the report's fixed part cancel out (the best of two pairs);
+  loading and the report's fixed part cancel out.
+
+Measurements that move with the machine's load are taken in interleaved pairs (the two sides one right after
+the other, the order rotated from pair to pair): the table shows their median, their lowest and highest, and
+the 1-minute load average over the pairs, never the best alone;
 - a 10,000-unit DBGorilla run (315 queries × 32 epochs, the 40-query sample replicated under distinct ids)
   through the `compare` command: wall time, peak memory, size of the run directory;
 - `compare --help` and `compare score` on 2,520 DBGorilla predictions (beyond start-up);
 - the embedded model's decode+sample speed through the suite (`LocalLlamaProvider`) as a fraction of
   llama-cpp-python called directly with the same prompt, grammar and settings.
+
+Measurements that move with the machine's load are taken in interleaved pairs (the two sides one right after
+the other, the order rotated from pair to pair): the table shows their median, their lowest and highest, and
+the 1-minute load average over the pairs, never the best alone.
 """
 
 from __future__ import annotations
@@ -208,11 +218,12 @@ def overhead(calls: int) -> dict[str, float]:
 
 
 def run_units(
-    base_url: str, queries: Path, out: Path, concurrency: int, units: int, executor: str = "thread"
-) -> tuple[float, float]:
-    """Wall time of `units` DBGorilla units through the runner (the CLI's path without its start-up), and the
+    base_url: str, queries: Path, out: Path, concurrency: int, units: int, executor: str = "auto"
+) -> tuple[float, float, str]:
+    """Wall time of `units` DBGorilla units through the runner (the CLI's path without its start-up), the
     steady rate: units recorded per second from the first record to the last (the run's fixed start — git
-    revision, manifest, the first wave's call — left out; the 10,000-unit run reports it in its wall time)."""
+    revision, manifest, the first wave's call — left out; the 10,000-unit run reports it in its wall time),
+    and the executor that ran them (`auto`, the default, chooses one)."""
     from data_agent_compare.app.config import load_run_config
     from data_agent_compare.app.runner import execute, plan_run
 
@@ -235,7 +246,14 @@ def run_units(
     start = time.perf_counter()
     execute(plan, on_result=lambda record: recorded.append(time.perf_counter()))
     wall = time.perf_counter() - start
-    return wall, (len(recorded) - 1) / (recorded[-1] - recorded[0])
+    shutil.rmtree(out, ignore_errors=True)
+    return wall, (len(recorded) - 1) / (recorded[-1] - recorded[0]), plan.config.executor
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """The median of measurements taken in interleaved pairs, and their lowest and highest (never the best
+    alone: a noisy machine's best is not what a user sees)."""
+    return {"median": statistics.median(values), "low": min(values), "high": max(values), "n": len(values)}
 
 
 def bare_calls(base_url: str, in_flight: int, waves: int) -> float:
@@ -261,78 +279,102 @@ def bare_calls(base_url: str, in_flight: int, waves: int) -> float:
     return wall
 
 
-def throughput(folder: Path, waves: int) -> list[dict[str, float]]:
+def throughput(folder: Path, waves: int, pairs: int) -> list[dict[str, Any]]:
+    """At each number in flight, `pairs` interleaved pairs of the suite (its default executor) and the bare
+    client on the same server, the order rotated from pair to pair: medians, with their spread and the load."""
     queries = replicated_queries(folder, 315)
     rows = []
     with fake_server(LATENCY_S) as base_url:
         run_units(base_url, queries, folder / "warm", 8, 16)  # imports, connections
         for in_flight in IN_FLIGHT:
             units = in_flight * waves
-            wall, rate = run_units(base_url, queries, folder / f"c{in_flight}", in_flight, units)
-            bare = bare_calls(base_url, in_flight, waves)
-            row = {"in_flight": in_flight, "units": units, "wall_s": wall, "units_per_s": rate, "bare_wall_s": bare}
-            row["load"] = os.getloadavg()[0]
-            rows.append(row)
+            rates, bare_rates, loads, ran = [], [], [], ""
+            for index in range(pairs):
+                for side in ("suite", "bare") if index % 2 == 0 else ("bare", "suite"):
+                    if side == "suite":
+                        _, rate, ran = run_units(base_url, queries, folder / f"c{in_flight}", in_flight, units)
+                        rates.append(rate)
+                    else:
+                        bare_rates.append(units / bare_calls(base_url, in_flight, waves))
+                    loads.append(os.getloadavg()[0])
+            ideal = in_flight / LATENCY_S
+            rows.append(
+                {
+                    "in_flight": in_flight,
+                    "units": units,
+                    "executor": ran,
+                    "units_per_s": spread(rates),
+                    "bare_units_per_s": spread(bare_rates),
+                    "fraction_of_ideal": statistics.median(rates) / ideal,
+                    "bare_fraction_of_ideal": statistics.median(bare_rates) / ideal,
+                    "of_bare": spread([r / b for r, b in zip(rates, bare_rates, strict=True)]),
+                    "load": {"low": min(loads), "high": max(loads)},
+                }
+            )
     for row in rows:
-        ideal = row["in_flight"] / LATENCY_S
-        row["fraction_of_ideal"] = row["units_per_s"] / ideal
-        row["whole_run_fraction_of_ideal"] = row["units"] / row["wall_s"] / ideal
-        row["bare_fraction_of_ideal"] = row["units"] / row["bare_wall_s"] / ideal
-        row["vs_one_at_a_time"] = row["units_per_s"] / rows[0]["units_per_s"]
+        row["vs_one_at_a_time"] = row["units_per_s"]["median"] / rows[0]["units_per_s"]["median"]
     return rows
 
 
-def executors(folder: Path, units: int, in_flight: int = 64, latency_s: float = LATENCY_S) -> dict[str, float]:
+def executors(
+    folder: Path, units: int, pairs: int, in_flight: int = 64, latency_s: float = LATENCY_S
+) -> dict[str, Any]:
     """Units per second of the thread executor and of the process executor (one worker per core, each running
-    its share of the units in flight on threads), one after the other against the same server."""
+    its share of the units in flight on threads) in `pairs` interleaved pairs against the same server, the
+    order rotated; and the bare client at the same number in flight on that server (the machine's ceiling)."""
     queries = replicated_queries(folder, 315)
-    found: dict[str, float] = {"units": units, "in_flight": in_flight, "workers": os.cpu_count() or 1}
+    found: dict[str, Any] = {"units": units, "in_flight": in_flight, "workers": os.cpu_count() or 1}
     found["latency_s"] = latency_s
+    rates: dict[str, list[float]] = {"thread": [], "process": []}
+    loads = []
     with fake_server(latency_s) as base_url:
-        for executor in ("thread", "process"):
-            wall, rate = run_units(base_url, queries, folder / f"x-{executor}-{in_flight}", in_flight, units, executor)
-            found |= {
-                f"{executor}_units_per_s": rate,
-                f"{executor}_wall_s": wall,
-                f"{executor}_load": os.getloadavg()[0],
-            }
-    found["speed_up"] = found["process_units_per_s"] / found["thread_units_per_s"]
+        for index in range(pairs):
+            for executor in ("thread", "process") if index % 2 == 0 else ("process", "thread"):
+                out = folder / f"x-{executor}-{in_flight}"
+                rates[executor].append(run_units(base_url, queries, out, in_flight, units, executor)[1])
+                loads.append(os.getloadavg()[0])
+        waves = max(1, units // in_flight)
+        bare = [in_flight * waves / bare_calls(base_url, in_flight, waves) for _ in range(pairs)]
+    found |= {f"{executor}_units_per_s": spread(values) for executor, values in rates.items()}
+    found["speed_up"] = spread([p / t for p, t in zip(rates["process"], rates["thread"], strict=True)])
+    found["bare_units_per_s"] = spread(bare)
+    found["load"] = {"low": min(loads), "high": max(loads)}
     return found
 
 
-def executor_rows(folder: Path, units: int) -> list[dict[str, float]]:
+def executor_rows(folder: Path, units: int, pairs: int) -> list[dict[str, Any]]:
     """At 64 and 256 in flight against 200 ms replies; and where the harness's CPU is the limit (replies after
     1 ms, 32 in flight): there a second core is what the process executor adds."""
-    rows = [executors(folder, units, in_flight) for in_flight in (64, 256)]
-    return [*rows, executors(folder, units * 63 // 100, 32, 0.001)]
+    rows = [executors(folder, units, pairs, in_flight) for in_flight in (64, 256)]
+    return [*rows, executors(folder, units * 63 // 100, pairs, 32, 0.001)]
 
 
-def cpu_per_unit(folder: Path, pairs: int) -> dict[str, float]:
-    """CPU seconds of a `compare` process per extra unit: 1 and 5 epochs of 315 DBGorilla queries, 16 in flight,
-    a server answering in 1 ms; the least CPU of each size over `pairs` runs (the machine's load only adds)."""
+def cpu_per_unit(folder: Path, pairs: int) -> dict[str, Any]:
+    """CPU seconds of a `compare` process per extra unit: a 1- and a 5-epoch run of 315 DBGorilla queries, 16 in
+    flight, a server answering in 1 ms, one right after the other (the order rotated), their difference over
+    the 1,260 extra units; the median over `pairs` pairs with its spread and the load (never the least CPU)."""
     queries = replicated_queries(folder, 315)
     probe = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True);"
     probe += " u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime)"
-    cpu: dict[int, list[float]] = {1: [], 5: []}
+    extra, per_extra, whole, loads = 315 * 4, [], [], []
     with fake_server(0.001) as base_url:
         for index in range(pairs):
-            for epochs in cpu:
+            cpu: dict[int, float] = {}
+            for epochs in (1, 5) if index % 2 == 0 else (5, 1):
                 out = folder / f"cpu-{epochs}-{index}"
                 flags = ["--workflows", "tool_use", "--models", "openai-compatible:fake", "--base-url", base_url]
                 flags += ["--benchmark", "dbgorilla", "--tasks-path", str(queries), "--epochs", str(epochs)]
-                flags += ["--concurrency", "16", "--out", str(out)]
+                flags += ["--concurrency", "16", "--executor", "thread", "--out", str(out)]
                 done = subprocess.run([sys.executable, "-c", probe, *compare_command(), *flags], capture_output=True)
                 if done.returncode != 0:
                     raise RuntimeError(f"the CPU-per-unit run failed: {done.stderr[-2000:]!r}")
-                cpu[epochs].append(float(done.stdout.split()[-1]))
+                cpu[epochs] = float(done.stdout.split()[-1])
+                loads.append(os.getloadavg()[0])
                 shutil.rmtree(out)
-    extra = 315 * 4
-    return {
-        "per_extra_unit_ms": 1e3 * (min(cpu[5]) - min(cpu[1])) / extra,
-        "whole_process_per_unit_ms": 1e3 * min(cpu[5]) / (315 * 5),
-        "pairs": pairs,
-        "load": os.getloadavg()[0],
-    }
+            per_extra.append(1e3 * (cpu[5] - cpu[1]) / extra)
+            whole.append(1e3 * cpu[5] / (315 * 5))
+    load = {"low": min(loads), "high": max(loads)}
+    return {"per_extra_unit_ms": spread(per_extra), "whole_process_per_unit_ms": spread(whole), "load": load}
 
 
 # ---------------------------------------------------------------- 3. a 10,000-unit run through `compare`
@@ -483,34 +525,38 @@ def table(results: dict[str, Any]) -> str:
             f"({o['overhead_p99_ms']:.2f} ms) over a bare POST of {o['direct_median_ms']:.2f} ms | < 1 ms median "
             f"| {verdict(o['overhead_median_ms'] < 1)} | {o['load']:.1f} |"
         )
-    targets = {64: 0.9, 256: 0.8}
     for row in results.get("throughput", []):
-        target = targets.get(row["in_flight"])
+        rate, bare, of_bare = row["units_per_s"], row["bare_units_per_s"], row["of_bare"]
+        target, met = "–", ""
+        if row["in_flight"] == 64:
+            target, met = "≥ 0.9 of ideal", verdict(row["fraction_of_ideal"] >= 0.9)
+        if row["in_flight"] == 256:
+            target, met = "≥ 0.5 of the bare client", verdict(of_bare["median"] >= 0.5)
         lines.append(
-            f"| throughput at {row['in_flight']} in flight (200 ms calls, {row['units']} units) | "
-            f"{row['units_per_s']:.1f} units/s = {row['fraction_of_ideal']:.2f} of ideal "
-            f"({row['whole_run_fraction_of_ideal']:.2f} with the run's start), {row['vs_one_at_a_time']:.1f}× one "
-            f"task at a time; bare client and server alone: {row['bare_fraction_of_ideal']:.2f} of ideal "
-            f"| {f'≥ {target}' if target else '–'} | "
-            f"{verdict(row['fraction_of_ideal'] >= target) if target else ''} | {row['load']:.1f} |"
+            f"| throughput at {row['in_flight']} in flight (200 ms calls, {row['units']} units, default executor: "
+            f"{row['executor']}) | {rate['median']:.1f} units/s ({ranged(rate, '.1f')}) = "
+            f"{row['fraction_of_ideal']:.2f} of ideal, {row['vs_one_at_a_time']:.1f}× one task at a time; "
+            f"**bare client: {bare['median']:.1f} units/s** ({row['bare_fraction_of_ideal']:.2f} of ideal): "
+            f"{of_bare['median']:.2f} of it ({ranged(of_bare, '.2f')}) | {target} | {met} | {ranged(row['load'])} |"
         )
     for x in results.get("executors", []):
-        ideal = x["in_flight"] / x["latency_s"]
-        of_ideal = f"({x['process_units_per_s'] / ideal:.2f} vs {x['thread_units_per_s'] / ideal:.2f} of ideal) "
+        process, thread, bare, speed = (x[k] for k in ("process_units_per_s", "thread_units_per_s",
+                                                     "bare_units_per_s", "speed_up"))
         lines.append(
             f"| process vs thread executor, {x['units']:,} units at {x['in_flight']} in flight "
-            f"({x['latency_s'] * 1000:.0f} ms calls) | {x['process_units_per_s']:.0f} vs "
-            f"{x['thread_units_per_s']:.0f} units/s {of_ideal if x['latency_s'] >= 0.1 else ''}"
-            f"= {x['speed_up']:.2f}× "
-            f"({x['workers']} workers, one per core) | > 1× on {x['workers']} cores | {verdict(x['speed_up'] > 1)} "
-            f"| {x['thread_load']:.1f}, {x['process_load']:.1f} |"
+            f"({x['latency_s'] * 1000:.0f} ms calls) | {process['median']:.0f} vs {thread['median']:.0f} units/s "
+            f"= {speed['median']:.2f}× ({ranged(speed, '.2f')}; {x['workers']} workers, one per core); "
+            f"**bare client: {bare['median']:.0f} units/s**, process {process['median'] / bare['median']:.2f} "
+            f"and thread {thread['median'] / bare['median']:.2f} of it | > 1× on {x['workers']} cores "
+            f"| {verdict(speed['median'] > 1)} | {ranged(x['load'])} |"
         )
     c = results.get("cpu_per_unit")
     if c:
+        per, whole = c["per_extra_unit_ms"], c["whole_process_per_unit_ms"]
         lines.append(
             f"| harness CPU per DBGorilla unit (1 call, 16 in flight, 1 ms server): 5- minus 1-epoch run | "
-            f"{c['per_extra_unit_ms']:.2f} ms per extra unit ({c['whole_process_per_unit_ms']:.2f} ms over the "
-            f"whole 1,575-unit process) | ≤ 3 ms | {verdict(c['per_extra_unit_ms'] <= 3)} | {c['load']:.1f} |"
+            f"{per['median']:.2f} ms per extra unit ({ranged(per, '.2f')}; {whole['median']:.2f} ms over the "
+            f"whole 1,575-unit process) | ≤ 3 ms | {verdict(per['median'] <= 3)} | {ranged(c['load'])} |"
         )
     b = results.get("big_run")
     if b:
@@ -551,6 +597,12 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def ranged(measured: dict[str, float], form: str = ".1f") -> str:
+    """`2.4–3.1, 3 pairs`: the spread of measurements (their median is shown beside)."""
+    pairs = f", {measured['n']} {'pair' if measured['n'] == 1 else 'pairs'}" if "n" in measured else ""
+    return f"{measured['low']:{form}}–{measured['high']:{form}}{pairs}"
+
+
 def write_doc(text: str) -> None:
     document = DOC.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
@@ -579,9 +631,9 @@ def main() -> None:
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("startup", lambda: startup_and_score(folder, 3 if args.quick else 5)),
             ("overhead", lambda: overhead(200 if args.quick else 2000)),
-            ("throughput", lambda: throughput(folder, 2 if args.quick else WAVES)),
-            ("executors", lambda: executor_rows(folder, 512 if args.quick else 5000)),
-            ("cpu_per_unit", lambda: cpu_per_unit(folder, 1 if args.quick else 2)),
+            ("throughput", lambda: throughput(folder, 2 if args.quick else WAVES, 1 if args.quick else 2)),
+            ("executors", lambda: executor_rows(folder, 512 if args.quick else 5000, 1 if args.quick else 2)),
+            ("cpu_per_unit", lambda: cpu_per_unit(folder, 1 if args.quick else 4)),
             ("big_run", lambda: big_run(folder, 2 if args.quick else 32, 64)),
         ]
         if not args.skip_local_model:
