@@ -219,6 +219,9 @@ def load_plugins(plugins: list[str]) -> None:
         except Exception as error:  # the plugin's own code failed at import: its bug, named, no traceback
             where = _plugin_line(error, plugin)
             raise ConfigError(f"plugin {plugin!r} failed at import{where}: {type(error).__name__}: {error}") from error
+        except SystemExit as exit_call:  # sys.exit() at import would end the run with its status, silently
+            where = _plugin_line(exit_call, plugin)
+            raise ConfigError(f"plugin {plugin!r} called sys.exit({exit_call.code!r}) at import{where}") from None
 
 
 def _plugin_line(error: BaseException, plugin: str) -> str:

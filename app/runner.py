@@ -75,6 +75,7 @@ from .config import (
     resolve_models,
 )
 from .identity import identity_differences, run_identity
+from .input_checks import check_run_inputs, check_task_ids
 from .units import (
     RunDirUnwritable,
     RunPlan,
@@ -104,6 +105,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     check_limits(config)
     check_base_url_flag(config)
     check_out(config)
+    check_run_inputs(config, [*models, judge] if judge else models)
     missing = missing_api_keys([*models, judge] if judge else models)
     if missing:
         lines = [f"  {var} (needed by {', '.join(aliases)})" for var, aliases in missing.items()]
@@ -113,6 +115,7 @@ def plan_run(config: RunConfig) -> RunPlan:
         )
     systems, benchmark, tasks = _systems_and_tasks(config)
     check_task_sizes(tasks, config)
+    check_task_ids(tasks, config.benchmark + (f" ({config.tasks_path})" if config.tasks_path else ""))
     out = Path(config.out) if config.out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{config.benchmark}"
     return RunPlan(config, benchmark, tasks, systems, models, out, judge)
 
@@ -123,6 +126,11 @@ def _systems_and_tasks(config: RunConfig) -> tuple[dict[str, System], Benchmark,
         benchmark = create_benchmark(config.benchmark, config.tasks_path, **config.benchmark_options())
     except (RegistryError, BenchmarkError, SystemArgsError) as problem:
         raise ConfigError(str(problem)) from problem
+    except TypeError as problem:  # a plugin's class without a hook its base class requires: name the hook
+        if "abstract method" not in str(problem):
+            raise
+        hook = str(problem).rpartition("abstract method")[2].strip(" s")
+        raise ConfigError(f"{problem}: the plugin class must define {hook} (check the hook's name)") from None
     return systems, benchmark, _select_tasks(config, benchmark)
 
 
@@ -171,6 +179,8 @@ def _select_tasks(config: RunConfig, benchmark: Benchmark) -> list[Task]:
         tasks = benchmark.load()
     except (BenchmarkError, OSError) as bad:  # validated before any model call
         raise ConfigError(str(bad)) from bad
+    except Exception as bad:  # a plugin benchmark's own load() failed: its bug, named, no traceback
+        raise ConfigError(f"the {config.benchmark} benchmark's load() failed: {type(bad).__name__}: {bad}") from bad
     where = f"{config.benchmark}" + (f" ({config.tasks_path})" if config.tasks_path else "")
     if not tasks:
         raise ConfigError(f"the {where} benchmark has no tasks")
@@ -545,9 +555,12 @@ def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> No
     if earlier is None:
         return
     spent = earlier.usage
+    summed = record.usage.plus(spent)  # an unknown part (a model without a price) stays unknown, never 0
     for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd"):
-        setattr(record.usage, name, getattr(record.usage, name) + getattr(spent, name))
-    if record.usage.cost_source != spent.cost_source and spent.total_tokens:
+        setattr(record.usage, name, getattr(summed, name))
+    if summed.cost_usd is None:
+        record.usage.cost_source = "unknown"
+    elif record.usage.cost_source != spent.cost_source and spent.total_tokens:
         record.usage.cost_source = "mixed"
     record.retried_usage = spent.model_copy()
     # what the provider did to the earlier attempts stays counted (the summary's provider errors, retries)
@@ -635,7 +648,8 @@ class RunProgress:
     in_flight: int = 0
     retries: int = 0
     tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # of the units whose cost is known
+    cost_unknown: int = 0  # units (or their judging) whose cost is unknown: a model without a price
     unit_s: list[float] = field(default_factory=list)  # each finished unit's time from submission to its record
     stage: str = ""  # what the run does before its first unit ("" once units run)
 
@@ -648,8 +662,10 @@ class RunProgress:
         self.failed += record.status in FAILED_STATUSES
         self.in_flight = in_flight
         self.retries += record.retries
-        self.tokens += usage.input_tokens + usage.output_tokens
-        self.cost_usd += usage.cost_usd + (record.judge_usage.cost_usd if record.judge_usage else 0.0)
+        self.tokens += usage.total_tokens
+        costs = [usage.cost_usd, *([record.judge_usage.cost_usd] if record.judge_usage else [])]
+        self.cost_usd += sum(cost for cost in costs if cost is not None)
+        self.cost_unknown += None in costs
         self.unit_s.append(seconds)
 
     def eta_s(self) -> float | None:

@@ -113,3 +113,91 @@ def test_a_server_error_with_terminal_escapes_reaches_the_terminal_without_them(
         result = compare(*flags, "--out", str(tmp_path / "run"))
     assert "bad request" in result.output, result.output
     assert "\x1b" not in result.output and "\x9b" not in result.output and "\x07" not in result.output
+
+
+# ---------------------------------------------------------------- item 6: bad inputs, each refused with exit 2
+
+PLUGIN_BENCHMARK = """
+from data_agent_compare import Benchmark, QuestionType, Task, register_benchmark
+
+
+@register_benchmark
+class Hostile(Benchmark):
+    name = "hostile_{name}"
+
+    def load(self):
+        {body}
+
+    def tools(self, task, settings):
+        return []
+"""
+
+
+def plugin_benchmark(tmp_path, name: str, body: str):
+    plugin = tmp_path / f"hostile_{name}.py"
+    plugin.write_text(PLUGIN_BENCHMARK.format(name=name, body=body))
+    return ["--plugin", str(plugin), "--benchmark", f"hostile_{name}", "--tasks-path", str(tmp_path)]
+
+
+def one_task(task_id: str) -> str:
+    return f"return [Task(id={task_id!r}, benchmark=self.name, question='?', question_type=QuestionType.FACTOID)]"
+
+
+def test_a_plugin_benchmark_whose_load_raises_is_named(tmp_path):
+    flags = plugin_benchmark(tmp_path, "raises", "raise KeyError('quiz.jsonl')")
+    refused(compare(*flags, *NEVER_CALLED, "--out", str(tmp_path / "run")), "hostile_raises", "load()", "KeyError")
+    assert not (tmp_path / "run").exists()
+
+
+def test_task_ids_that_cannot_name_a_file_are_refused(tmp_path):
+    for name, task_id, named in (("nul", "q\x001", "control character"), ("long", "q" * 300, "300 bytes")):
+        flags = plugin_benchmark(tmp_path, name, one_task(task_id))
+        result = compare(*flags, *NEVER_CALLED, "--out", str(tmp_path / name))
+        refused(result, f"hostile_{name}", "field 'id'", named)
+        assert "--resume" not in result.output and not (tmp_path / name).exists()
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_refused(tmp_path):
+    plugin = tmp_path / "quitter.py"
+    plugin.write_text("import sys\nsys.exit(0)\n")
+    result = compare("--plugin", str(plugin), *NEVER_CALLED, "--out", str(tmp_path / "run"))
+    refused(result, "quitter.py", "sys.exit(0)")
+
+
+def test_numbers_that_are_not_finite_are_refused_naming_the_field(tmp_path):
+    config = tmp_path / "inf.yaml"
+    config.write_text("budgets: {wall_time_s: .inf}\n")
+    refused(compare("--config", str(config), *NEVER_CALLED, "--out", str(tmp_path / "a")), "budgets.wall_time_s", "inf")
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n  pricey: {provider: openai-compatible, model_id: m, base_url: 'http://127.0.0.1:9/v1',"
+        " price: {input_per_mtok: .inf}}\n"
+    )
+    config.write_text(f"models_file: {models}\nmodels: [pricey]\n")
+    refused(compare("--config", str(config), "--out", str(tmp_path / "b")), "pricey", "price.input_per_mtok")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_concurrency_no_machine_can_run_is_refused(tmp_path):
+    refused(compare("--concurrency", "100000000", *NEVER_CALLED, "--out", str(tmp_path / "run")), "--concurrency")
+
+
+def test_out_pointing_at_an_unrelated_non_empty_folder_is_refused(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "holiday.jpg").write_bytes(b"\xff\xd8")
+    refused(compare(*NEVER_CALLED, "--out", str(folder)), "--out", str(folder), "not a run directory")
+    assert sorted(p.name for p in folder.iterdir()) == ["holiday.jpg"]
+
+
+def test_a_plugin_system_with_a_misnamed_hook_is_refused_naming_the_hook(tmp_path):
+    plugin = tmp_path / "my_graph.py"
+    plugin.write_text(
+        "from data_agent_compare import register_system\n"
+        "from data_agent_compare.systems.langgraph_agents import LangGraphSystem\n\n\n"
+        "@register_system\nclass MyGraph(LangGraphSystem):\n    name = 'my_graph'\n\n"
+        "    def build_agent(self, model, tools, session):\n        return None\n"
+    )
+    result = compare("--plugin", str(plugin), "--workflows", "my_graph", *NEVER_CALLED, "--out", str(tmp_path / "run"))
+    refused(result, "MyGraph", "build_graph")
+    assert len(result.output.strip().splitlines()) == 1
