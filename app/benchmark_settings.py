@@ -19,7 +19,6 @@ from ..compare.benchmark import BENCHMARKS
 from ..compare.registry import RegistryError
 
 SECTIONS = "benchmark_settings"
-MASK = "***"  # what the manifest writes for a password
 
 
 class BenchmarkSettingsError(Exception):
@@ -102,13 +101,8 @@ def refuse_foreign(sections: dict[str, dict[str, Any]], benchmark: str, given_as
 
 
 def validated(name: str, model: type[BaseModel], section: dict[str, Any]) -> BaseModel:
-    """The section as `model`; a masked password (a resumed run's manifest) must be given again."""
-    for field, value in section.items():
-        if isinstance(value, str) and MASK in value:
-            flag = _named(name, field, {})
-            raise BenchmarkSettingsError(
-                f"the run's {flag} had a password, which the manifest does not keep: give it again"
-            )
+    """The section as `model` (a password the manifest masked stays masked: the benchmark asks for it
+    when it needs it, a rescore does not)."""
     try:
         return model.model_validate(section)
     except ValidationError as invalid:

@@ -54,10 +54,12 @@ from ..tools.postgres import (
     PostgresCluster,
     PostgresError,
     PostgresServer,
+    password_masked,
     prepare_postgres,
     register_url_secrets,
     url_without_password,
 )
+from .dab_published import DAB_LEADERBOARD
 from .records import collect, is_lfs_pointer, json_object, read_json, read_lines, read_text
 
 if TYPE_CHECKING:
@@ -368,6 +370,7 @@ class DataAgentBench(Benchmark):
 
     name = BENCHMARK
     scorers = ("dab", "tool_success")
+    published_formats = (DAB_LEADERBOARD,)  # its leaderboard submission (dab_published.py)
     settings_model: ClassVar[type[BaseModel]] = DabSettings
     # The settings' flags and old top-level config keys (configs/defaults.yaml before `dab:`), by field.
     settings_aliases: ClassVar[dict[str, str]] = {
@@ -418,6 +421,12 @@ class DataAgentBench(Benchmark):
         `close`). A dump that does not restore is a malformed input file: BenchmarkError."""
         if not any(s.kind == DataSourceKind.POSTGRES for t in tasks for s in t.data):
             return tasks
+        for setting in ("postgres_url", "postgres_reader_url"):
+            if password_masked(self.options.get(setting)):
+                flag = "--" + setting.replace("_", "-")
+                raise BenchmarkError(
+                    f"the run's {flag} had a password, which the manifest does not keep: give {flag} again"
+                )
         try:
             prepared, self._cluster = prepare_postgres(
                 tasks,

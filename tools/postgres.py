@@ -951,6 +951,14 @@ def url_without_password(url: str) -> str:
     return f"{scheme}://{userinfo}{at}{hosts}{slash}{path}{question}{query}"
 
 
+def password_masked(url: str | None) -> bool:
+    """Whether `url` carries a password the manifest masked (a resumed run's recorded URL)."""
+    try:
+        return bool(url) and MASK in str(conninfo_to_dict(url or "").get("password", ""))
+    except psycopg.ProgrammingError:
+        return False
+
+
 def register_url_secrets(url: str | None) -> None:
     """Mask the passwords `url` carries in everything the run log writes from now on."""
     if not url:
