@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compare.benchmark import Benchmark, BenchmarkError, PredictionFieldError
+from ..compare.safe_load import DocumentTooComplex, load_json
 from ..compare.task import Answer, Task, answer_from_text
 from ..compare.trace import Phase, ToolCallStep, Trace
 from .submissions import FORMAT_BENCHMARK, Submission, SubmissionError, read_submission
@@ -84,11 +85,18 @@ def read_predictions(
         raise BenchmarkError(f"{path}: no predictions (the file is empty)")
 
 
+def _refuse_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity: Python's JSON reader takes them; no JSON writer emits them for an answer."""
+    raise PredictionFieldError("<line>", f"{name} is not a JSON value (an answer is a string or a finite number)")
+
+
 def _prediction(line: str, benchmark: Benchmark, tasks: dict[str, Task], where: str) -> Prediction:
     try:
-        record = json.loads(line)
+        record = load_json(line, parse_constant=_refuse_constant)  # NaN scored as a wrong answer
     except json.JSONDecodeError as bad:
         raise PredictionFieldError("<line>", f"not valid JSON ({bad.msg})") from None
+    except DocumentTooComplex as bad:
+        raise PredictionFieldError("<line>", f"refused: {bad}") from None
     if not isinstance(record, dict):
         raise PredictionFieldError("<line>", "expected a JSON object")
     task_id = str(record.get("task_id", ""))

@@ -45,6 +45,7 @@ from ..tools import default_tools
 from .records import collect, is_lfs_pointer, json_object, read_json, read_lines
 
 BENCHMARK = "dabstep"
+LEVELS = ("easy", "hard")  # the dataset's two; anything else is a typo in a task file
 TASK_FILES = ("tasks.jsonl", "dev.jsonl", "all.jsonl")
 CONTEXT_FILES = (
     "payments.csv",
@@ -161,13 +162,16 @@ def _parse_line(file: Path, number: int, line: str, context: Path, merchants: se
     record = json_object(file, number, line)
     task_id = _text(file, number, record, "task_id", required=True)
     question = _text(file, number, record, "question", required=True)
+    level = (_text(file, number, record, "level") or "").lower() or None
+    if level not in (None, *LEVELS):
+        raise TaskLoadError(file, number, "level", f"unknown level {level!r}; DABstep's levels: {', '.join(LEVELS)}")
     try:
         return Task(
             id=task_id,
             benchmark=BENCHMARK,
             question=question,
             question_type=QuestionType.FACTOID,
-            level=(_text(file, number, record, "level") or "").lower() or None,
+            level=level,
             guidelines=_text(file, number, record, "guidelines"),
             data=[DataSource(name="context", kind=DataSourceKind.FILES, location=str(context.absolute()))],
             data_dir=context.absolute(),

@@ -201,3 +201,37 @@ def test_a_plugin_system_with_a_misnamed_hook_is_refused_naming_the_hook(tmp_pat
     result = compare("--plugin", str(plugin), "--workflows", "my_graph", *NEVER_CALLED, "--out", str(tmp_path / "run"))
     refused(result, "MyGraph", "build_graph")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def dabstep_copy(tmp_path, edit) -> str:
+    import shutil
+
+    folder = tmp_path / "dabstep"
+    shutil.copytree(FIXTURES / "dabstep", folder)
+    lines = (folder / "dev.jsonl").read_text().splitlines()
+    (folder / "dev.jsonl").write_text("\n".join(edit(lines)) + "\n")
+    return str(folder)
+
+
+def test_an_unknown_dabstep_level_is_refused_naming_file_line_and_field(tmp_path):
+    def impossible(lines):
+        record = json.loads(lines[0])
+        record["level"] = "impossible"
+        return [json.dumps(record), *lines[1:]]
+
+    folder = dabstep_copy(tmp_path, impossible)
+    result = compare("--benchmark", "dabstep", "--tasks-path", folder, *NEVER_CALLED, "--out", str(tmp_path / "run"))
+    refused(result, "dev.jsonl:1", "level", "impossible")
+
+
+def test_a_nan_prediction_is_refused_not_scored_as_wrong(tmp_path):
+    dev = [json.loads(line) for line in (FIXTURES / "dabstep/dev.jsonl").read_text().splitlines()]
+    predictions = tmp_path / "predictions.jsonl"
+    rows = [json.dumps({"task_id": t["task_id"], "agent_answer": t["answer"]}) for t in dev]
+    rows[0] = f'{{"task_id": {json.dumps(dev[0]["task_id"])}, "agent_answer": NaN}}'
+    predictions.write_text("\n".join(rows) + "\n")
+    result = compare("score", "--benchmark", "dabstep", "--tasks", str(FIXTURES / "dabstep"),
+                     "--predictions", str(predictions))  # fmt: skip
+    # a bad line of a submission is named and left out, as `compare score` treats every bad record; never scored 0
+    assert "predictions.jsonl:1: field '<line>': NaN is not a JSON value" in result.output, result.output
+    assert "Traceback" not in result.output and "│ correct        │     9 │" in result.output
