@@ -61,7 +61,7 @@ from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
-from ..tools.python_sandbox import sandbox_mode
+from ..tools.python_sandbox import sandbox_memory_budget, sandbox_mode
 from .config import (
     ConfigError,
     RunConfig,
@@ -241,6 +241,7 @@ def build_manifest(plan: RunPlan) -> Manifest:
         task_ids=[t.id for t in plan.tasks],
         units=len(plan.tasks) * len(plan.systems) * len(plan.models) * plan.config.epochs,
         python_sandbox=sandbox_mode(plan.config.tools),
+        python_sandbox_memory=sandbox_memory_budget(plan.config.tools),
         task_hashes=task_hashes(plan.tasks),
         replay_of=str(plan.replay.run_dir) if plan.replay else None,
         identity=identity,
@@ -427,6 +428,7 @@ def _execute(
     manifest.status, manifest.resumed_at = "running", utc_now() if resume else None
     manifest.drift_allowed += drift
     manifest.python_sandbox = sandbox_mode(plan.config.tools)
+    manifest.python_sandbox_memory = sandbox_memory_budget(plan.config.tools)
     try:
         writer = RunLogWriter(plan.run_dir)
         writer.write_manifest(manifest)

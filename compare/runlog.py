@@ -228,6 +228,8 @@ class Manifest(BaseModel):
     # How model-written Python ran: bubblewrap, unsafe (--unsafe-python where bubblewrap cannot run),
     # or unavailable (execute_python refused every call).
     python_sandbox: str | None = None
+    # The sandbox's one memory budget: a memory cgroup per sandbox, or one process (fork refused); None: no sandbox.
+    python_sandbox_memory: str | None = None
     # sha256 of each task as loaded (`--resume` refuses a changed task file); {} in older run logs.
     task_hashes: dict[str, str] = Field(default_factory=dict)
     replay_of: str | None = None  # `compare --replay`: the run whose recorded responses were served

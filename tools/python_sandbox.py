@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from .sandbox_memory import describe as describe_memory
 from .sandbox_memory import memory_mode, sandbox_cgroup
 from .seccomp import SeccompUnavailable, seccomp_program
 
@@ -182,6 +183,13 @@ def sandbox_mode(settings: ToolSettings) -> SandboxMode:
     if sandbox_problem() is None:
         return "bubblewrap"
     return "unsafe" if settings.unsafe_python else "unavailable"
+
+
+def sandbox_memory_budget(settings: ToolSettings) -> str | None:
+    """The manifest's line on the sandbox's memory budget (tools/sandbox_memory.py); None without the sandbox."""
+    if sandbox_mode(settings) != "bubblewrap":
+        return None
+    return describe_memory(memory_mode(), settings.python_memory_mb)
 
 
 def refusal(problem: str) -> str:

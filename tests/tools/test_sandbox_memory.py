@@ -130,3 +130,12 @@ def test_a_sandbox_killed_at_its_budget_says_so():
     result = PythonTool(ToolSettings(python_memory_mb=256)).run({"code": SOCKET_BUFFERS})
     assert not result.success
     assert "killed by SIGKILL (all its processes together reached the 256 MB memory limit)" in result.content
+
+
+def test_the_manifest_says_which_memory_budget_is_in_force():
+    from data_agent_compare.tools import ToolSettings
+    from data_agent_compare.tools.python_sandbox import sandbox_memory_budget
+
+    line = sandbox_memory_budget(ToolSettings(python_memory_mb=768))
+    assert line is not None and line.startswith("768 MB per sandbox: ")
+    assert memory_mode() in line or "one process" in line
