@@ -4,6 +4,8 @@ that official verdict, and scores as wrong only under `--strict-answers` (strict
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from data_agent_compare.compare.scorer import score
@@ -18,8 +20,16 @@ COMMITTED = "The 2020s have the highest average rating (4.6), ahead of the 2010s
 
 
 @pytest.fixture(scope="module")
-def query1():
-    return next(t for t in load_tasks("dab", FIXTURES / "dab") if t.id == "bookreview/query1")
+def dab_copy(tmp_path_factory):
+    """The DAB fixture copied: loading DAB builds its missing review database beside the queries."""
+    root = tmp_path_factory.mktemp("dab")
+    shutil.copytree(FIXTURES / "dab", root, dirs_exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def query1(dab_copy):
+    return next(t for t in load_tasks("dab", dab_copy) if t.id == "bookreview/query1")
 
 
 def scored(task, text: str, strict: bool = False):
@@ -98,7 +108,7 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
     assert summarize([record])[0].warnings == {"hedged": 1}  # counted as every warning is
 
 
-def test_compare_score_rows_carry_the_hedge_beside_the_official_verdict(tmp_path):
+def test_compare_score_rows_carry_the_hedge_beside_the_official_verdict(tmp_path, dab_copy):
     import json
     import subprocess
 
@@ -108,7 +118,7 @@ def test_compare_score_rows_carry_the_hedge_beside_the_official_verdict(tmp_path
                for run, text in enumerate([EVERY_DECADE, COMMITTED])]  # fmt: skip
     submission, out = tmp_path / "submission.json", tmp_path / "rows.jsonl"
     submission.write_text(json.dumps(entries))
-    flags = ["score", "--benchmark", "dab", "--tasks-path", str(FIXTURES / "dab"), "--predictions", str(submission)]
+    flags = ["score", "--benchmark", "dab", "--tasks-path", str(dab_copy), "--predictions", str(submission)]
     done = subprocess.run(compare_command(*flags, "--out", str(out)), cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     hedged, committed = [json.loads(line) for line in out.read_text().splitlines()]
