@@ -18,7 +18,7 @@ A record that cannot be read gives a `PredictionError` naming its line and field
 reports it and goes on with the rest. A line may carry `run` (or `epoch`): its run, scored as an
 epoch. A second prediction for one task (for one task and run: `run: 1` and `epoch: 1.0` are one run, and a
 prediction without a run beside one with a run is a second) refuses the file (`check_duplicates`).
-The files benchmarks publish are read whole by `read_published` (formats in `submissions.py`).
+The files benchmarks publish are read whole by `read_published` (each benchmark's formats: `submissions.py`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ..compare.benchmark import Benchmark, BenchmarkError, PredictionFieldError
 from ..compare.safe_load import DocumentTooComplex, load_json
 from ..compare.task import Answer, Task, answer_from_text
 from ..compare.trace import Phase, ToolCallStep, Trace
-from .submissions import FORMAT_BENCHMARK, Submission, SubmissionError, read_submission
+from .submissions import Submission, SubmissionError, published_formats, read_submission
 
 TOOL_FIELDS = ("tools_executed", "tools_used", "tool_calls")
 
@@ -114,7 +114,7 @@ def read_published(
     """A published file (`submissions.FORMATS`) read whole: its predictions in file order, the
     file itself (the publisher's aggregate figures) and the entries left out because their DAB
     dataset is not among the task files, by dataset. Anything malformed: SubmissionError."""
-    expected = FORMAT_BENCHMARK[fmt]
+    expected = published_formats()[fmt][0]
     if expected != benchmark.name:
         raise SubmissionError(f"{path}: the {fmt} format is {expected}'s, not {benchmark.name}'s (--benchmark)")
     submission = read_submission(path, fmt)

@@ -42,6 +42,7 @@ from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionTyp
 from ..compare.tool import Tool, ToolSettings
 from ..evaluators.predictions import text_answer
 from ..tools import default_tools
+from .dabstep_published import DABSTEP_SUBMISSION
 from .records import collect, is_lfs_pointer, json_object, read_json, read_lines
 
 BENCHMARK = "dabstep"
@@ -206,6 +207,7 @@ class DabStep(Benchmark):
 
     name = BENCHMARK
     scorers = ("dabstep", "tool_success")
+    published_formats = (DABSTEP_SUBMISSION,)  # its leaderboard submission (dabstep_published.py)
     run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
     report_tables = (ReportTableSpec("accuracy_by_level_with_cost", "DABstep accuracy by level, with cost"),)
     aggregate_rule = (

@@ -28,6 +28,7 @@ from ..compare.tool import Tool, ToolSettings
 from ..evaluators.dbgorilla import prediction_from_tool_call, summarize_dbgorilla
 from ..tools import offered
 from ..tools.function_call import function_call_tools
+from .dbgorilla_published import DBGORILLA_RESULTS
 from .records import collect, read_json
 
 BENCHMARK = "dbgorilla"
@@ -245,6 +246,7 @@ class DbGorilla(Benchmark):
 
     name = BENCHMARK
     scorers = ("dbgorilla", "tool_success")
+    published_formats = (DBGORILLA_RESULTS,)  # weaviate-gorilla's experiment results (dbgorilla_published.py)
     run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
     primary_metric = AST
     aggregate_rule = "the published average_ast_score is the mean AST over each model's predictions"

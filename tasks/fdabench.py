@@ -67,6 +67,7 @@ from ..compare.task import (
 )
 from ..compare.tool import Tool, ToolSettings
 from ..tools import default_tools
+from .fdabench_published import FDABENCH_RESULTS
 from .records import collect, json_object, read_lines
 
 BENCHMARK = "fdabench"
@@ -632,6 +633,7 @@ class FdaBench(Benchmark):
 
     name = BENCHMARK
     scorers = ("exact_match", "rouge", "rubric", "tool_dag", "tool_success")
+    published_formats = (FDABENCH_RESULTS,)  # the reference harness's result rows (fdabench_published.py)
     run_scorers = ("tool_success",)  # SR measures the run's tool calls, not a prediction made elsewhere
     summary_metrics = FDABENCH_SUMMARY_METRICS
     report_tables = FDABENCH_TABLES
