@@ -77,6 +77,7 @@ QUERY_FORMS = (
 
 
 QUERY_MAX_CHARS = 100_000  # a query's JSON text
+RESULT_MAX_BYTES = 32 << 20  # a result's documents as BSON, checked in the worker before it sends them
 
 
 class MongoQueryError(ValueError):
@@ -126,6 +127,7 @@ class MongoDatabase:
             documents = self._run(self._db[collection], spec, max_rows + 1)
         except (mongomock.OperationFailure, NotImplementedError, TypeError, ValueError) as error:
             raise MongoQueryError(f"query failed in {ENGINE}: {type(error).__name__}: {error}") from error
+        check_result_size(documents[:max_rows])
         return MongoResult(documents[:max_rows], len(documents) > max_rows)
 
     @staticmethod
@@ -187,6 +189,18 @@ class MongoWorker:
 
     def close(self) -> None:
         self._worker.stop()
+
+
+def check_result_size(documents: list[dict[str, Any]]) -> None:
+    """Refuse a result larger than RESULT_MAX_BYTES (as BSON), counted document by document."""
+    size = 0
+    for document in documents:
+        size += len(bson.encode(document, check_keys=False, codec_options=DUMP_CODEC))
+        if size > RESULT_MAX_BYTES:
+            raise MongoQueryError(
+                f"refused: the result is larger than {RESULT_MAX_BYTES >> 20} MB; $project fewer fields, "
+                "$group, or add a $limit"
+            )
 
 
 def check_query_size(text: str) -> None:

@@ -163,3 +163,9 @@ def test_two_wide_100k_row_dab_results_keep_the_runner_bounded(tmp_path: Path) -
     assert wide.count("refused: the result is larger than") == 2, wide
     assert wide_peak < 1024, f"runner peak {wide_peak} MB (narrow result: {narrow_peak} MB)"
     print(f"peak RSS: narrow {narrow_peak} MB, wide {wide_peak} MB")
+
+
+def test_a_mongo_result_larger_than_the_cap_is_refused_in_the_worker(mongo):
+    doubling = [{"$set": {"text": {"$concat": ["$text", "$text"]}}} for _ in range(16)]  # 200 x 4.6 MB
+    message, elapsed = timed_mongo(mongo, {"collection": "docs", "pipeline": doubling})
+    assert ("larger than" in message or "memory" in message) and elapsed < ENDS_BY_S, message
