@@ -40,6 +40,7 @@ class PlainProgress:
         self.counts, self.describe, self.write = counts, describe, write
         self.every_s, self.min_gap_s = every_s, min_gap_s
         self._started = self._last = time.monotonic()
+        self._last_unit: str | None = None  # the last unit that finished, said on every line after it
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="plain-progress", daemon=True)
@@ -59,8 +60,9 @@ class PlainProgress:
     def unit_finished(self, unit: str) -> None:
         """Say that `unit` finished (`system/model task status`), unless a line went out a moment ago."""
         with self._lock:
+            self._last_unit = unit
             if time.monotonic() - self._last >= self.min_gap_s or self.counts.done >= self.counts.total:
-                self._emit(f"last: {unit}")
+                self._emit()
 
     def _tick(self) -> None:
         while not self._closed.wait(min(1.0, self.every_s)):
@@ -68,9 +70,10 @@ class PlainProgress:
                 if time.monotonic() - self._last >= self.every_s:
                     self._emit()
 
-    def _emit(self, unit: str | None = None) -> None:
+    def _emit(self) -> None:
         now = time.monotonic()
         elapsed = timedelta(seconds=round(now - self._started))
         parts = [f"{self.counts.done}/{self.counts.total} units", str(elapsed), self.describe(self.counts)]
-        self.write("progress: " + " · ".join([*parts, *([unit] if unit else [])]))
+        last = [f"last: {self._last_unit}"] if self._last_unit else []
+        self.write("progress: " + " · ".join([*parts, *last]))
         self._last = now

@@ -27,7 +27,7 @@ def test_a_run_where_no_unit_finishes_still_prints_a_line_every_interval():
     assert all(line.startswith("progress: 0/3 units · 0:00:00 · 1 in flight") for line in lines)
 
 
-def test_finished_units_are_said_at_most_once_per_gap_and_the_last_always():
+def test_finished_units_are_said_at_most_once_per_gap_and_the_runs_last_always():
     lines: list[str] = []
     counts = Counts(total=3)
     with PlainProgress(counts, describe, lines.append, every_s=60.0, min_gap_s=60.0) as progress:
@@ -39,11 +39,14 @@ def test_finished_units_are_said_at_most_once_per_gap_and_the_last_always():
     assert lines[1:] == ["progress: 3/3 units · 0:00:00 · 1 in flight · last: tool_use/local T3 completed"]
 
 
-def test_a_finished_unit_after_the_gap_is_said_with_its_outcome():
+def test_a_finished_unit_after_the_gap_is_said_with_its_outcome_and_on_the_lines_after_it():
     lines: list[str] = []
     counts = Counts(total=5)
-    with PlainProgress(counts, describe, lines.append, every_s=60.0, min_gap_s=0.05) as progress:
+    with PlainProgress(counts, describe, lines.append, every_s=0.2, min_gap_s=0.05) as progress:
         time.sleep(0.1)
         counts.done = 1
         progress.unit_finished("reflection/local T1 infra_error")
-    assert lines[-1].endswith("1/5 units · 0:00:00 · 1 in flight · last: reflection/local T1 infra_error")
+        said = len(lines)
+        time.sleep(0.45)
+    assert lines[said - 1].endswith("1/5 units · 0:00:00 · 1 in flight · last: reflection/local T1 infra_error")
+    assert len(lines) > said and all(line.endswith("last: reflection/local T1 infra_error") for line in lines[said:])
