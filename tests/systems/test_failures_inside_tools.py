@@ -116,3 +116,37 @@ def test_a_swallowed_provider_failure_is_infra_error_unless_the_system_says_it_r
         record = run_one(tmp_path, "test_swallows_failures", lambda recorded: error_response(500, "down"))
     assert record.status == status
     assert [w.code for w in record.warnings] == (["recovered"] if recovers else [])
+
+
+def query_engine_fails(recorded: RecordedRequest) -> FakeResponse:
+    """The agent searches the documents, then answers; the query engine's synthesis calls get HTTP 500."""
+    request = request_from_openai(recorded.body or {})
+    tools = {tool.name: tool for tool in request.tools}
+    if not tools:  # the query engine's synthesizer
+        return error_response(500, "upstream exploded")
+    if not any(message.role == "tool" for message in request.messages):
+        return tool_call_response([("call_search", "search_documents", json.dumps({"query": "late delivery"}))])
+    schema = tools["answer"].parameters["properties"]["answer"]
+    return tool_call_response([("call_answer", "answer", json.dumps({"answer": a_value(schema)}))])
+
+
+def a_value(schema: dict[str, Any]) -> Any:
+    """A valid answer for the answer tool's schema: the first option (in a list for multiple choice)."""
+    if "items" in schema:
+        return [a_value(schema["items"])]
+    return (schema.get("enum") or ["2"])[0]
+
+
+def test_a_scripted_server_answering_500_in_llamaindexs_query_engine_ends_the_unit_as_infra_error(tmp_path):
+    from helpers import load_tasks
+
+    task = next(t for t in load_tasks("bundled") if any(s.kind == "documents" for s in t.data))
+    with FakeOpenAIServer() as fake:
+        fake.responder = query_engine_fails
+        model = ModelConfig(alias="flaky", provider="openai-compatible", model_id="m", base_url=fake.base_url)
+        plan = make_plan(tmp_path, [task], model, ["llamaindex_rag_sql"], retries=ONE_ATTEMPT)
+        execute(plan)
+    (record,) = read_run(plan.run_dir).records
+    assert "search_documents" in [c.tool for c in record.tool_calls]
+    assert record.status == "infra_error", (record.status, record.error)
+    assert "failed after their retries inside the system" in record.error
