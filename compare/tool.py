@@ -14,6 +14,7 @@ The built-in tools live in `tools/`; a benchmark chooses which a task gets.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import time
@@ -196,6 +197,7 @@ class ToolEnvironment:
             where = "/".join(str(p) for p in invalid.absolute_path) or "arguments"
             message = f"invalid arguments for {name} at {where}: {invalid.message}"
             return ToolResult(success=False, content=message, error=message)
+        token = TOOL_DEADLINE.set(time.monotonic() + max(0.0, self.recorder.remaining_s()))
         try:
             return tool.run(arguments)
         except ToolError as failure:
@@ -205,6 +207,8 @@ class ToolEnvironment:
         except Exception as failure:  # a tool bug must not end the run; the trace keeps it
             message = f"{type(failure).__name__}: {failure}"
             return ToolResult(success=False, content=f"error: {message}", error=message)
+        finally:
+            TOOL_DEADLINE.reset(token)
 
     def _fit_to_context(self, result: ToolResult) -> ToolResult:
         limit = self.recorder.budgets.tool_result_max_chars
@@ -216,6 +220,11 @@ class ToolEnvironment:
     def close(self) -> None:
         for tool in self.tools.values():
             tool.close()
+
+
+# When the tool call running in this thread must end (time.monotonic()): the end of the unit's wall-time
+# budget. Engines that can be stopped mid-call (tools/worker_process.py) stop there; None outside a unit.
+TOOL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tool_deadline", default=None)
 
 
 def validation_error(arguments: Any, schema: dict[str, Any]) -> ValidationError | None:

@@ -159,10 +159,11 @@ class MongoWorker:
             return self._worker.call(method, *args)
         except ToolError as error:  # the worker's own refusal (MemoryError in it)
             raise MongoQueryError(str(error)) from None
-        except WorkerTimedOut:
+        except WorkerTimedOut as timed_out:
+            limit = "the task's wall-time limit" if timed_out.wall_time else f"the {self.timeout_s:g}s timeout"
             raise MongoQueryError(
-                f"query stopped after the {self.timeout_s:g}s timeout (its process was ended and the database "
-                "reloaded); $match early, avoid backtracking regexes, or add a $limit"
+                f"query stopped at {limit} (its process was ended and the database reloaded); $match early, "
+                "avoid backtracking regexes, or add a $limit"
             ) from None
         except WorkerDied:
             raise MongoQueryError(

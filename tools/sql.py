@@ -655,7 +655,9 @@ class WorkerDatabase(Database):
     def _call(self, method: str, *args: Any) -> Any:
         try:
             return self._worker.call(method, *args)
-        except WorkerTimedOut:
+        except WorkerTimedOut as timed_out:
+            if timed_out.wall_time:
+                raise ToolError("query stopped at the task's wall-time limit; simplify it or add a LIMIT") from None
             raise self._timed_out() from None
         except WorkerDied:
             raise ToolError(f"refused: {CRASHED}") from None

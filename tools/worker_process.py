@@ -20,11 +20,12 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..compare.tool import ToolError
+from ..compare.tool import TOOL_DEADLINE, ToolError
 
 CALL_GRACE_S = 2.0  # beyond the query timeout: the engine's own timeout answers first when it can
 OPEN_TIMEOUT_S = 300.0  # starting the child and loading the engine (a Mongo dump is loaded there)
@@ -49,7 +50,12 @@ class WorkerDied(Exception):
 
 
 class WorkerTimedOut(Exception):
-    """The child did not answer by the call's deadline: it was killed and has been restarted."""
+    """The child did not answer by the call's deadline: it was killed and has been restarted. `wall_time`:
+    the deadline was the end of the unit's wall-time budget (`TOOL_DEADLINE`), not the query timeout."""
+
+    def __init__(self, wall_time: bool = False) -> None:
+        super().__init__("wall-time limit" if wall_time else "timeout")
+        self.wall_time = wall_time
 
 
 class WorkerProcess:
@@ -84,11 +90,14 @@ class WorkerProcess:
     def call(self, method: str, *args: Any) -> Any:
         if self._child is None:
             self._start()
+        wait_s, budget = self.timeout_s + CALL_GRACE_S, TOOL_DEADLINE.get()
+        by_budget = budget is not None and budget - time.monotonic() < wait_s
+        if by_budget:  # the unit's wall time ends first: so does the call
+            wait_s = max(0.1, budget - time.monotonic())  # type: ignore[operator]
         try:
-            return self._exchange((method, args), self.timeout_s + CALL_GRACE_S)
-        except (WorkerDied, WorkerTimedOut):
-            self._start()  # the next call finds the engine open again
-            raise
+            return self._exchange((method, args), wait_s)  # the child is gone if this raises:
+        except WorkerTimedOut as timed_out:  # the next call starts another (not this one: it is late already)
+            raise WorkerTimedOut(wall_time=by_budget) from timed_out
 
     def _exchange(self, request: tuple[str, tuple[Any, ...]], wait_s: float) -> Any:
         assert self._child is not None

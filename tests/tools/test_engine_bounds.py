@@ -169,3 +169,20 @@ def test_a_mongo_result_larger_than_the_cap_is_refused_in_the_worker(mongo):
     doubling = [{"$set": {"text": {"$concat": ["$text", "$text"]}}} for _ in range(16)]  # 200 x 4.6 MB
     message, elapsed = timed_mongo(mongo, {"collection": "docs", "pipeline": doubling})
     assert ("larger than" in message or "memory" in message) and elapsed < ENDS_BY_S, message
+
+
+def test_a_query_ends_at_the_units_wall_time_when_that_comes_before_its_timeout():
+    from data_agent_compare.compare import ToolEnvironment
+    from data_agent_compare.tools.sql import Databases, SqlTool
+
+    from helpers import recorder
+
+    settings = ToolSettings(sql_timeout_s=60)  # the unit's 3 s budget ends first
+    source = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(FIXTURES / "regional_sales.sqlite"))
+    environment = ToolEnvironment([SqlTool(Databases([source], settings), settings)], recorder(wall_time_s=3))
+    start = time.monotonic()
+    result = environment.call("execute_sql", {"sql": "SELECT length(printf('%.*c', 2147483647, 'x'))"})
+    elapsed = time.monotonic() - start
+    environment.close()
+    assert not result.success and "wall-time limit" in (result.error or ""), result
+    assert elapsed < 3 + 3.0, elapsed
