@@ -530,6 +530,7 @@ def _init(address: str | None, workers: int, env_vars: dict[str, str]) -> None:
             ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
             return
         ray.init(
+            address="local",  # a new instance, even where `ray start` left one running on this machine
             num_cpus=workers,
             include_dashboard=False,
             log_to_driver=False,
