@@ -27,7 +27,7 @@ from typing import Any
 
 from ..compare.tool import TOOL_DEADLINE, ToolError
 
-CALL_GRACE_S = 2.0  # beyond the query timeout: the engine's own timeout answers first when it can
+CALL_GRACE_S = 1.0  # beyond the query timeout: the engine's own timeout answers first when it can
 OPEN_TIMEOUT_S = 300.0  # starting the child and loading the engine (a Mongo dump is loaded there)
 CHILD_MODULE = f"{__package__}.sql_worker"
 IDLE_MAX = 8  # idle children kept for reuse
