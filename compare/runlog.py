@@ -424,9 +424,11 @@ def read_manifest(run_dir: Path) -> Manifest:
     if not path.is_file():
         raise RunLogError(f"{run_dir} is not a run directory (no {MANIFEST_FILE})")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise RunLogError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    except DocumentTooComplex as error:
+        raise RunLogError(f"{path}: refused: {error}") from None
     if not isinstance(data, dict):
         raise RunLogError(f"{path}: expected a JSON object")
     try:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..compare.safe_load import DocumentTooComplex, load_json
 from ..compare.task import Answer, AnswerStatus, ToolCall
 from ..compare.trace import ModelCallStep, PhaseRules, ToolCallStep, Trace, Usage
 from ..tools.dab import DAB_TOOL_NAMES, ReturnAnswerTool
@@ -104,8 +105,8 @@ def read_trial(folder: Path, system: str) -> Trial:
 
 def _json_file(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as bad:
+        data = load_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, DocumentTooComplex) as bad:
         raise TrajectoryError(f"{path}: unreadable: {bad}") from None
     if not isinstance(data, dict):
         raise TrajectoryError(f"{path}: expected a JSON object")
@@ -119,9 +120,11 @@ def _json_lines(path: Path) -> list[dict[str, Any]] | None:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                records.append(load_json(line))
             except json.JSONDecodeError as bad:
                 raise TrajectoryError(f"{path}:{number}: not valid JSON ({bad.msg})") from None
+            except DocumentTooComplex as bad:
+                raise TrajectoryError(f"{path}:{number}: refused: {bad}") from None
     return records
 
 

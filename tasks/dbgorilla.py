@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..compare.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
+from ..compare.safe_load import DocumentTooComplex, load_json
 from ..compare.task import Answer, Gold, QuestionType, Task, ToolCall
 from ..compare.tool import Tool, ToolSettings
 from ..evaluators.dbgorilla import prediction_from_tool_call, summarize_dbgorilla
@@ -108,9 +109,11 @@ def _schema(path: Path, position: int, raw: Any) -> dict[str, Any]:
     if not isinstance(raw, str):
         raise TaskLoadError(path, position, "database_schema", f"expected a JSON string, got {type(raw).__name__}")
     try:
-        schema = json.loads(raw)
+        schema = load_json(raw)
     except json.JSONDecodeError as error:
         raise TaskLoadError(path, position, "database_schema", f"invalid JSON: {error.msg}") from error
+    except DocumentTooComplex as error:
+        raise TaskLoadError(path, position, "database_schema", f"refused: {error}") from None
     collections = schema.get("weaviate_collections") if isinstance(schema, dict) else None
     if not isinstance(collections, list) or not collections:
         raise TaskLoadError(path, position, "database_schema.weaviate_collections", "expected a non-empty list")

@@ -235,3 +235,10 @@ def test_a_nan_prediction_is_refused_not_scored_as_wrong(tmp_path):
     # a bad line of a submission is named and left out, as `compare score` treats every bad record; never scored 0
     assert "predictions.jsonl:1: field '<line>': NaN is not a JSON value" in result.output, result.output
     assert "Traceback" not in result.output and "│ correct        │     9 │" in result.output
+
+
+def test_a_manifest_nested_20000_deep_is_refused_by_report_naming_the_file(tmp_path):
+    run = run_with_trace_file(tmp_path, "traces/tool_use/alpha/BND001.json")
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps(manifest)[:-1] + ', "x": ' + "[" * DEEP + "]" * DEEP + "}")
+    refused(compare("report", str(run)), "manifest.json", "nested deeper")
