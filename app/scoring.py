@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from typing import Any
 from rich.table import Table
 
 from ..compare.benchmark import Benchmark
-from ..compare.scorer import score
+from ..compare.scorer import HEDGED, score
 from ..compare.task import Answer, Task
+from ..compare.trace import RunWarning
 from ..evaluators.predictions import Prediction, PredictionError, check_duplicates, read_predictions, read_published
 from ..evaluators.submissions import LINE_FORMATS, detect_format
 
@@ -86,16 +87,24 @@ def read_inputs(
 
 
 def score_predictions(
-    run: ScoreRun, predictions: list[Prediction], bench: Benchmark, scorers: tuple[str, ...], out: Path | None, say: Any
+    run: ScoreRun,
+    predictions: list[Prediction],
+    bench: Benchmark,
+    scorers: tuple[str, ...],
+    out: Path | None,
+    say: Any,
+    *,
+    strict_answers: bool = False,
 ) -> None:
     """Score each prediction (rows written to `out` as they come), then the aggregate; the scorers that
-    measure a run of ours (`Benchmark.run_scorers`) are left out: nothing of the run is here."""
+    measure a run of ours (`Benchmark.run_scorers`) are left out: nothing of the run is here. With
+    `strict_answers` an answer a scorer flagged as hedged scores as wrong (docs/scoring.md)."""
     scorers = prediction_scorers(bench, scorers)
     epochs: dict[str, int] = {}
     with out.open("w", encoding="utf-8") if out is not None else _NoSink() as sink:
         for prediction in predictions:
             task = prediction.task
-            sheet = score(task, prediction.answer, prediction.trace, scorers)
+            sheet = score(task, prediction.answer, prediction.trace, scorers, strict_answers=strict_answers)
             row: dict[str, Any] = {"task_id": task.id}
             if prediction.run is not None:
                 epochs[task.id] = epochs.get(task.id, 0) + 1
@@ -113,6 +122,18 @@ def score_predictions(
             sink.flush()
             run.rows.append(row)
             run.scored.append((task, prediction.answer))
+    run.notes += warning_notes(run.rows, strict_answers)
+
+
+def warning_notes(rows: list[dict[str, Any]], strict_answers: bool) -> list[str]:
+    """How many rows carry each scorer's flag (a hedged answer), said beside the figures."""
+    counts = Counter(warning["code"] for row in rows for warning in row.get("warnings", []))
+    strict = "scored as wrong (--strict-answers)" if strict_answers else "the official verdict stands"
+    effects = {HEDGED: strict + ("" if strict_answers else " (--strict-answers scores them as wrong)")}
+    return [
+        f"{n} of {len(rows)} answers {RunWarning(code=code).phrase}" + (f": {effects[code]}" if code in effects else "")
+        for code, n in sorted(counts.items())
+    ]
 
 
 class _NoSink:

@@ -44,6 +44,10 @@ class ScoreOptions:
     published: Annotated[
         float | None, typer.Option(help="The leaderboard's figure for this file: say whether ours reproduces it.")
     ] = None
+    strict_answers: Annotated[
+        bool,
+        typer.Option("--strict-answers", help="Score answers flagged as hedged (listing many candidates) as wrong."),
+    ] = False
 
 
 def score(options: ScoreOptions) -> None:
@@ -77,7 +81,7 @@ def score(options: ScoreOptions) -> None:
 
     try:
         run, inputs, figures = read_inputs(predictions, fmt, bench, by_id, say)
-        score_predictions(run, inputs, bench, scorers, out, say)
+        score_predictions(run, inputs, bench, scorers, out, say, strict_answers=options.strict_answers)
     except (BenchmarkError, SubmissionError) as problem:  # nothing to score, or a malformed submission
         raise fail(str(problem)) from None
     output = common.output

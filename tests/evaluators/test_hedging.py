@@ -124,3 +124,11 @@ def test_compare_score_rows_carry_the_hedge_beside_the_official_verdict(tmp_path
     hedged, committed = [json.loads(line) for line in out.read_text().splitlines()]
     assert hedged["correct"] == committed["correct"] == 1.0
     assert [w["code"] for w in hedged.get("warnings", [])] == ["hedged"] and "warnings" not in committed
+    said = " ".join(done.stdout.split())
+    assert "1 of 2 answers gave a hedged answer (listed many candidates): the official verdict stands" in said
+
+    strict = subprocess.run(compare_command(*flags, "--out", str(out), "--strict-answers"), cwd=ROOT,
+                            capture_output=True, text=True)  # fmt: skip
+    assert strict.returncode == 0, strict.stdout + strict.stderr
+    assert [json.loads(line)["correct"] for line in out.read_text().splitlines()] == [0.0, 1.0]
+    assert "scored as wrong (--strict-answers)" in " ".join(strict.stdout.split())
