@@ -354,7 +354,8 @@ def cpu_per_unit(folder: Path, pairs: int) -> dict[str, Any]:
     flight, a server answering in 1 ms, one right after the other (the order rotated), their difference over
     the 1,260 extra units; the median over `pairs` pairs with its spread and the load (never the least CPU)."""
     queries = replicated_queries(folder, 315)
-    probe = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True);"
+    probe = "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
+    probe += " sys.stderr.write(done.stderr[-2000:]); done.returncode and sys.exit(done.returncode);"
     probe += " u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime)"
     extra, per_extra, whole, loads = 315 * 4, [], [], []
     with fake_server(0.001) as base_url:
@@ -620,6 +621,7 @@ def main() -> None:
         "--model-threads", type=int, default=1, help="llama.cpp threads, both sides (2 stall at random on 2 busy cores)"
     )
     parser.add_argument("--note", default="The machine is shared: other jobs ran beside this one.")
+    parser.add_argument("--steps", help="only these steps, comma-separated (e.g. cpu_per_unit,big_run)")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.latency)
@@ -638,6 +640,8 @@ def main() -> None:
         ]
         if not args.skip_local_model:
             steps.append(("local_model", lambda: local_model(1 if args.quick else 3, 64, args.model_threads)))
+        if args.steps:
+            steps = [(key, step) for key, step in steps if key in args.steps.split(",")]
         for key, step in steps:
             print(f"bench: {key} ...", file=sys.stderr, flush=True)
             results[key] = step()
