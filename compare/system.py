@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .model import GenerationSettings, MeteredModel, ModelConfig, ModelProvider, RetrySettings, get_provider
-from .registry import Registry
+from .registry import Registry, summary_line
 from .task import Answer, Task
 from .tool import ToolSettings
 from .trace import Budgets, Trace, TraceRecorder
@@ -36,12 +36,11 @@ from .trace import Budgets, Trace, TraceRecorder
 if TYPE_CHECKING:
     from .context import RunContext
 
-SYSTEM_KINDS = ("workflow", "workflow-variant", "framework", "semantic-operator", "rag")
-
-
 class System(ABC):
     name: ClassVar[str]
-    kind: ClassVar[str] = "workflow"  # one of SYSTEM_KINDS; `--workflows all` runs the "workflow" kind
+    # workflow, workflow-variant, framework, semantic-operator or rag (`compare systems` lists it);
+    # `--workflows all` runs the "workflow" kind
+    kind: ClassVar[str] = "workflow"
     description: ClassVar[str] = ""  # one line for `compare systems`; the docstring's first line if empty
     args: Mapping[str, Any] = MappingProxyType({})  # what it was built with (`create_system`): manifest, row label
 
@@ -60,11 +59,7 @@ class System(ABC):
 
     @classmethod
     def summary(cls) -> str:
-        return cls.description or first_line(cls.__doc__)
-
-
-def first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n", 1)[0].strip()
+        return summary_line(cls)
 
 
 SYSTEMS: Registry[type[System]] = Registry("systems")
