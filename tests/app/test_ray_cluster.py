@@ -310,3 +310,18 @@ def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_a
     assert record.retried_attempts == ["lost", "lost-2"]
     assert record.retried_usage is not None and record.retried_usage.input_tokens == 100  # the finished call only
     assert record.usage.input_tokens == 200 and round(record.usage.cost_usd or 0, 6) == 0.02
+
+
+@pytest.mark.slow  # joins the test cluster: ~15 s
+def test_a_node_that_cannot_see_the_data_is_named_with_the_path_scripted(cluster: Namespace, tmp_path: Path) -> None:
+    missing = tmp_path / "not-on-any-node.sqlite"
+    probe = (
+        "import sys; from data_agent_compare.app.ray_executor import ray, check_nodes_see; "
+        f"ray.init(address='127.0.0.1:{HEAD_PORT}', log_to_driver=False)\n"
+        f"try:\n    check_nodes_see([{str(missing)!r}, {str(FIXTURES)!r}])\n"
+        "except Exception as refused:\n    print(type(refused).__name__, refused)"
+    )
+    done = cluster.run(str(ROOT / ".venv" / "bin" / "python"), "-c", probe, **RAY_ENV)
+    said = done.stdout.strip().splitlines()[-1:]
+    assert said and said[0].startswith("NodeCannotSeeData node 127.0.0."), done.stdout + done.stderr
+    assert f"cannot see {missing}:" in said[0] and str(FIXTURES) + " " not in said[0]
