@@ -16,10 +16,13 @@ refused in layers, because one layer can have gaps:
   `statement_timeout` bounds it. The throw-away cluster adds a reader role without write
   privileges.
 
-Every query has a row cap, a byte cap on the rendered text and a timeout.
+Every query has a row cap, a byte cap on the rendered text and a timeout; its text is capped at
+SQL_TEXT_MAX_CHARS before any parser sees it.
 
-SQLite and DuckDB run inside the runner, so what one query may allocate there is bounded too
-(an agent's query must not take the run down): SQLite's values are capped at VALUE_MAX_BYTES
+An agent's SQLite and DuckDB queries run in a worker process (`WorkerDatabase`, tools/worker_process.py)
+under a memory rlimit, killed when a call outlives its timeout (one SQLite function call can run for
+minutes without reaching the progress handler) or the unit's wall time. Within it, what one query may
+allocate is bounded too: SQLite's values are capped at VALUE_MAX_BYTES
 (`Connection.setlimit`), its heap at SQLITE_HEAP_LIMIT (process-wide), and functions that expose
 pointers or load code (`fts3_tokenizer`, `load_extension`...) are denied by the authorizer;
 DuckDB runs with a `memory_limit` and few threads, and the scalar functions that build one huge
