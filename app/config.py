@@ -205,8 +205,17 @@ def benchmark_harness(name: Any) -> dict[str, Any]:
 
 
 def load_plugins(plugins: list[str]) -> None:
-    """Import each plugin (a module name, or a .py file) so its `register_*` decorators run."""
+    """Import each plugin (a module name, or a .py file) so its `register_*` decorators run; a .yaml file
+    defines external systems (systems/external.py, docs/bring-your-own-agent.md)."""
     for plugin in plugins:
+        if plugin.endswith((".yaml", ".yml")):
+            from ..systems.external import ExternalSystemError, load_external_systems
+
+            try:
+                load_external_systems(Path(plugin))
+            except ExternalSystemError as wrong:
+                raise ConfigError(str(wrong)) from None
+            continue
         try:
             if plugin.endswith(".py"):
                 runpy.run_path(plugin, run_name=f"data_agent_compare_plugin_{Path(plugin).stem}")

@@ -386,6 +386,7 @@ def external_system(
         "agent_dir": Path(agent_dir) if agent_dir else None,
         "description": description or f"external agent: {' '.join(argv)}",
         "__doc__": description or f"An external agent run as `{' '.join(argv)}`.",
+        "__module__": source,  # `compare systems` says where it was defined
     }
     cls = type(f"External_{name}", (ExternalSystem,), attributes)
     return register_system(cls)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from data_agent_compare.compare import SYSTEMS, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.external import ExternalSystemError, external_system, load_external_systems
 
-from helpers import load_tasks, make_plan, read_records, run_task
+from helpers import compare_command, load_tasks, make_plan, read_records, run_task
 
 # A scripted agent in the suite's own Python: it reads the question, asks the gateway's model (the unit's
 # token), calls the tool the model names over MCP, and answers; it also reports what was refused.
@@ -236,3 +237,14 @@ def test_scripted_agent_reaches_the_same_tools_over_stdio(tmp_path, scripted_mod
     assert record["answer"]["text"] == "50"
     tools = [(s["tool"], s["phase"], s["success"]) for s in trace["steps"] if s["kind"] == "tool_call"]
     assert tools == [("execute_sql", "execute", True), ("answer", "generate", True)]
+
+
+def test_compare_lists_a_systems_file_given_as_plugin_and_refuses_a_wrong_one_in_one_line(tmp_path):
+    good, bad = tmp_path / "agents.yaml", tmp_path / "bad.yaml"
+    good.write_text('systems:\n  test_cli_echo_agent:\n    command: ["sh", "-c", "echo {model}"]\n')
+    bad.write_text('systems:\n  test_cli_bad_agent:\n    command: ["x", "{nope}"]\n')
+    listed = subprocess.run(compare_command("systems", "--plugin", str(good)), capture_output=True, text=True)
+    assert listed.returncode == 0 and "test_cli_echo_agent" in listed.stdout and "external" in listed.stdout
+    refused = subprocess.run(compare_command("systems", "--plugin", str(bad)), capture_output=True, text=True)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "bad.yaml: system 'test_cli_bad_agent': field command" in refused.stderr
