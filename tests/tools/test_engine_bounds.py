@@ -187,3 +187,11 @@ def test_a_query_ends_at_the_units_wall_time_when_that_comes_before_its_timeout(
     environment.close()
     assert not result.success and "wall-time limit" in (result.error or ""), result
     assert elapsed < 3 + 3.0, elapsed
+
+
+def test_the_mongo_result_cap_counts_documents_as_bson():
+    from data_agent_compare.tools.mongo import RESULT_MAX_BYTES, check_result_size
+
+    check_result_size([{"text": "x" * 1000}] * 100)
+    with pytest.raises(MongoQueryError, match=f"larger than {RESULT_MAX_BYTES >> 20} MB"):
+        check_result_size([{"text": "x" * (1 << 20)}] * 40)
