@@ -180,6 +180,7 @@ def _keyed_provider(
         inner = RateLimitedProvider(inner, layers.limiter)
     keyed = CachingProvider(inner, layers.cache, key[3]) if layers.cache is not None else KeyedProvider(inner)
     keyed.attempt_deadline = base.attempt_deadline
+    keyed.bills_nothing = base.bills_nothing  # MeteredModel prices by the outermost layer
     return keyed
 
 

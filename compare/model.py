@@ -103,6 +103,15 @@ def sampling_conflicts(config: ModelConfig, generation: GenerationSettings, sect
     return conflicts
 
 
+def unpriced(config: ModelConfig) -> bool:
+    """Whether the model's calls cost an unknown amount unless its provider reports their cost: no price in its
+    alias, and a backend that bills (`bills_nothing` False)."""
+    if config.price is not None:
+        return False
+    factory = PROVIDERS.load(config.provider) if config.provider in PROVIDERS else None
+    return not getattr(factory, "bills_nothing", False)
+
+
 def _params_in_body(provider: str) -> bool:
     return provider in PROVIDERS and bool(getattr(PROVIDERS.load(provider), "params_in_body", False))
 
@@ -268,6 +277,9 @@ class ModelProvider(ABC):
     # The provider puts the alias's `params` into the request body (OpenAI-compatible, OpenRouter): their sampling
     # keys are then checked against the run's settings (`sampling_conflicts`) and recorded as sent.
     params_in_body: ClassVar[bool] = False
+    # The backend charges nothing (the embedded model runs here): an alias without a price costs $0. Any other
+    # backend's call with neither a provider-reported cost nor a price costs an unknown amount, never $0.
+    bills_nothing: ClassVar[bool] = False
 
     @abstractmethod
     def complete(
@@ -485,13 +497,18 @@ class MeteredModel:
         return True
 
     def _price(self, usage: Usage) -> Usage:
+        """The provider's cost, else the alias's price (explicitly 0: free); no tokens and a backend that bills
+        nothing cost $0; an API model without a price costs an unknown amount (None), never $0."""
         if usage.cost_source == "provider":
             return usage
-        if self.config.price and (self.config.price.input_per_mtok or self.config.price.output_per_mtok):
-            usage.cost_usd = self.config.price.cost(usage)
-            usage.cost_source = "price_table"
+        price, known = self.config.price, usage.tokens_known
+        free_backend = getattr(self.provider, "bills_nothing", False)
+        if price is not None and known and (price.input_per_mtok or price.output_per_mtok):
+            usage.cost_usd, usage.cost_source = price.cost(usage), "price_table"
+        elif (known and (price is not None or not usage.total_tokens)) or free_backend:
+            usage.cost_usd, usage.cost_source = 0.0, "free"  # priced at 0 explicitly, no tokens, or a free backend
         else:
-            usage.cost_usd, usage.cost_source = 0.0, "free"
+            usage.cost_usd, usage.cost_source = None, "unknown"
         return usage
 
     def _record(self, call: _Call, phase: Phase, response: ModelResponse | None, error: ModelError | None) -> None:
@@ -534,7 +551,7 @@ def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
         usage.output_tokens += extra.output_tokens
         usage.reasoning_tokens += extra.reasoning_tokens
         usage.cached_tokens += extra.cached_tokens
-        usage.cost_usd += extra.cost_usd
+        usage.cost_usd = None if usage.cost_usd is None or extra.cost_usd is None else usage.cost_usd + extra.cost_usd
     return usage
 
 

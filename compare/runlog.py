@@ -507,14 +507,14 @@ def read_run(run_dir: str | Path) -> RunLog:
 
 
 def _add_usage(total: Usage, usage: Usage) -> None:
-    """Add `usage` into `total`; sources that differ make the total's source "mixed"."""
-    had_some = bool(total.input_tokens or total.output_tokens or total.cost_usd)
-    total.input_tokens += usage.input_tokens
-    total.output_tokens += usage.output_tokens
-    total.reasoning_tokens += usage.reasoning_tokens
-    total.cost_usd += usage.cost_usd
-    if not had_some:
-        total.cost_source = usage.cost_source
+    """Add `usage` into `total`: a part unknown in either is unknown (`Usage.plus`), never 0; sources that
+    differ make the total's source "mixed"."""
+    had_some = bool(total.total_tokens or total.cost_usd) or total.cost_usd is None
+    summed = total.plus(usage)
+    for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd"):
+        setattr(total, name, getattr(summed, name))
+    if not had_some or summed.cost_usd is None:
+        total.cost_source = summed.cost_source if summed.cost_usd is None else usage.cost_source
     elif total.cost_source != usage.cost_source:
         total.cost_source = "mixed"
 

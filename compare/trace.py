@@ -113,7 +113,7 @@ class CachedCall(BaseModel):
 
     source: Literal["cache", "replay"]
     key: str  # the cache entry, or the request key looked up in the recorded run
-    original_cost_usd: float = 0.0
+    original_cost_usd: float | None = 0.0  # None: the original call's cost was unknown
     original_cost_source: str = "free"
 
 

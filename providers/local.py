@@ -68,6 +68,7 @@ class LocalLlamaProvider(ModelProvider):
     name = "local"
     attempt_deadline = False  # it cannot hang; on a busy machine one call may take minutes: the task's time bounds it
     default_concurrency = 1  # one call at a time (the lock): more units would only queue on it
+    bills_nothing = True  # it runs here: an alias without a price costs $0, not an unknown amount
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -34,6 +34,7 @@ def tool_call_message(name: str, arguments: dict, call_id: str = "call_0") -> Me
 
 class ScriptedProvider(ModelProvider):
     name = "scripted"
+    bills_nothing = True  # a test double: an alias without a price costs $0 (give one a price to test costs)
 
     def __init__(self, respond: Responder) -> None:
         self.respond = respond

@@ -25,31 +25,36 @@ from .runs import ReportData, row_names
 from .summary import SummaryRow
 
 
-def index_cost(manifest: Manifest, system: str, model: str) -> float:
-    """USD that building `system`'s indexes with `model` cost (read from the cache: what the build cost)."""
+def index_cost(manifest: Manifest, system: str, model: str) -> float | None:
+    """USD that building `system`'s indexes with `model` cost (read from the cache: what the build cost);
+    None when a build's cost is unknown (recorded as null: a model without a price)."""
     total = 0.0
     for entry in (manifest.systems.get(system) or {}).get("indexing") or []:
         if entry.get("model") not in (None, "", model):
             continue
         spent = (entry.get("built") or {}) if entry.get("cached") else entry
+        if "cost_usd" in spent and spent["cost_usd"] is None:
+            return None
         total += float(spent.get("cost_usd") or 0.0)
     return total
 
 
-def index_shares(data: ReportData) -> dict[tuple[str, str], float]:
-    """(row system, model) -> the index cost charged to that row's records in the report."""
+def index_shares(data: ReportData) -> dict[tuple[str, str], float | None]:
+    """(row system, model) -> the index cost charged to that row's records in the report (None: unknown)."""
     names = row_names(data.runs)
     kept = set(data.common_tasks)
-    charged: dict[tuple[str, str], float] = {}
+    charged: dict[tuple[str, str], float | None] = {}
     for position, run in enumerate(data.runs):
         ran = [r for r in run.records if r.status != "data_unavailable"]
         tasks = Counter((r.system, r.model) for r in ran)
         shown = Counter((r.system, r.model) for r in ran if r.task_id in kept)
         for (system, model), count in tasks.items():
             cost = index_cost(run.manifest, system, model)
-            if cost:
-                row = (names[(position, system, model)], model)
-                charged[row] = charged.get(row, 0.0) + cost * shown[(system, model)] / count
+            row = (names[(position, system, model)], model)
+            if cost is None:  # an index of unknown cost makes the row's amortised cost unknown
+                charged[row] = None
+            elif cost and (earlier := charged.get(row, 0.0)) is not None:
+                charged[row] = earlier + cost * shown[(system, model)] / count
     return charged
 
 
@@ -59,9 +64,9 @@ def cost_per_task(row: SummaryRow) -> float | None:
     return row.cost_per_task_usd if row.cost_complete else None
 
 
-def amortised_cost_per_task(row: SummaryRow, shares: Mapping[tuple[str, str], float]) -> float | None:
+def amortised_cost_per_task(row: SummaryRow, shares: Mapping[tuple[str, str], float | None]) -> float | None:
     """Mean cost per task with the row's index cost amortised over its tasks (module docstring); None when
-    some unit's cost is unknown."""
-    own = cost_per_task(row)
+    some unit's cost, or its index's, is unknown."""
+    own, index = cost_per_task(row), shares.get((row.system, row.model), 0.0)
     # the per-task figure is one run of a task (epochs averaged), so the index is spread over the units that ran
-    return None if own is None else own + shares.get((row.system, row.model), 0.0) / max(1, row.units - row.unavailable)
+    return None if own is None or index is None else own + index / max(1, row.units - row.unavailable)

@@ -194,10 +194,7 @@ def judge_failures(
             cache.put(key, verdict)
         usage = trace.usage()
         result.calls += len(trace.model_calls)
-        result.usage.input_tokens += usage.input_tokens
-        result.usage.output_tokens += usage.output_tokens
-        result.usage.reasoning_tokens += usage.reasoning_tokens
-        result.usage.cost_usd += usage.cost_usd
+        result.usage = result.usage.plus(usage)  # a judge without a price: its cost is unknown, never $0
         name = f"{record.task_id.replace('/', '_')}.e{record.epoch}.json"
         write_json(out / "judge" / record.system / record.model.replace("/", "_") / name, trace.model_dump(mode="json"))
     return result
@@ -225,7 +222,8 @@ def judged_table(data: ReportData, judged: JudgedFailures) -> ReportTable:
     table.note = (
         f"Judged by {judged.judge.alias} (prompt {FAILURE_JUDGE_HASH}, temperature 0), metered apart from the "
         f"systems: {judged.calls} calls, {usage.input_tokens:,} input / {usage.output_tokens:,} output tokens, "
-        f"${usage.cost_usd:.4f}; its traces are in judge/. Not in any system's cost."
+        + ("$– (unknown: no price)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}")
+        + "; its traces are in judge/. Not in any system's cost."
     )
     if judged.cached:
         table.note += f" {judged.cached} verdict(s) came from judge/verdicts.jsonl (judged before; nothing spent now)."

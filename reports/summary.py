@@ -117,7 +117,7 @@ class IndexBuild(BaseModel):
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: a call's cost is unknown (a model without a price)
     seconds: float = 0.0
     error: str | None = None
 
@@ -133,6 +133,8 @@ def index_builds(manifest: Manifest) -> list[IndexBuild]:
     for system, described in manifest.systems.items():
         for entry in described.get("indexing") or []:
             fields = {k: entry[k] for k in IndexBuild.model_fields if k in entry and entry[k] is not None}
+            if "cost_usd" in entry and entry["cost_usd"] is None:
+                fields["cost_usd"] = None  # unknown stays unknown, not the default $0
             builds.append(IndexBuild(**{"index": "", "corpus": "", "model": "", **fields, "system": system}))
     return builds
 
@@ -152,11 +154,12 @@ def index_lines(builds: list[IndexBuild]) -> list[str]:
         passages = "" if b.passages is None else str(b.passages)
         lines.append(
             f"| {b.system} | {b.model} | {b.index} | {b.corpus} | {passages} | {cached} | {b.model_calls} | "
-            f"{_num(b.input_tokens)}/{_num(b.output_tokens)} | {b.cost_usd:.4f} | {b.seconds:.1f} |"
+            f"{_num(b.input_tokens)}/{_num(b.output_tokens)} | {_fmt(b.cost_usd, 4)} | {b.seconds:.1f} |"
         )
     spent = [b for b in builds if not b.cached]
-    calls, cost = sum(b.model_calls for b in spent), sum(b.cost_usd for b in spent)
-    lines += ["", f"Spent on indexes in this run: {calls} model calls, ${cost:.4f}; add it when comparing totals."]
+    calls, costs = sum(b.model_calls for b in spent), [b.cost_usd for b in spent]
+    cost = "$–" if None in costs else f"${sum(c or 0.0 for c in costs):.4f}"
+    lines += ["", f"Spent on indexes in this run: {calls} model calls, {cost}; add it when comparing totals."]
     return lines
 
 

@@ -341,9 +341,11 @@ class Indexer:
 
 
 def usage_of(calls: list[ModelCallStep]) -> dict[str, Any]:
+    costs = [c.usage.cost_usd for c in calls]
     return {
         "model_calls": len(calls),
         "input_tokens": sum(c.usage.input_tokens for c in calls),
         "output_tokens": sum(c.usage.output_tokens for c in calls),
-        "cost_usd": sum(c.usage.cost_usd for c in calls),
+        # null when a call's cost is unknown (a model without a price): never counted as $0
+        "cost_usd": None if None in costs else sum(cost or 0.0 for cost in costs),
     }

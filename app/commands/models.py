@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from . import common
 from .common import fail
 from .listing import print_listing
+
+if TYPE_CHECKING:
+    from ...compare.model import Price
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class ModelsOptions:
 
 def models(options: ModelsOptions) -> None:
     """The model aliases of configs/models.yaml: provider, model id and prices (USD per million tokens)."""
-    from ...compare.model import PROVIDERS
+    from ...compare.model import PROVIDERS, unpriced
     from ..config import ConfigError, load_model_table
 
     if options.prices_from_openrouter:
@@ -44,7 +47,7 @@ def models(options: ModelsOptions) -> None:
     rows = []
     for alias, model in table.items():
         price = model.price
-        prices = "–" if price is None else f"{price.input_per_mtok:g} in / {price.output_per_mtok:g} out"
+        prices = "– (unknown)" if unpriced(model) else "free" if price is None else _per_mtok(price)
         registered = "" if model.provider in PROVIDERS else " (not registered)"
         rows.append([alias, model.provider + registered, model.model_id, prices])
     print_listing("Models (--models ALIAS)", ["alias", "provider", "model id", "$/Mtok"], rows, options.as_json)
@@ -53,6 +56,15 @@ def models(options: ModelsOptions) -> None:
             f"providers: {', '.join(PROVIDERS.names())}; also openai-compatible:<model id> with --base-url",
             highlight=False,
         )
+    if not options.as_json and any(row[3] == "– (unknown)" for row in rows):
+        common.console.print(
+            "– (unknown): no price; such a model's cost is unknown (never $0) unless its provider reports it",
+            highlight=False,
+        )
+
+
+def _per_mtok(price: Price) -> str:
+    return f"{price.input_per_mtok:g} in / {price.output_per_mtok:g} out"
 
 
 def _refresh_prices(models_file: Path | None) -> None:

@@ -107,12 +107,12 @@ def _spend_lines(run: RunLog) -> list[str]:
         usage, calls = run.interrupted_usage(), sum(a.model_calls for a in run.interrupted)
         in_flight = sum(a.in_flight_calls for a in run.interrupted)
         unknown = f"; {in_flight} more call(s) were in flight when the run stopped (usage unknown)" if in_flight else ""
+        cost = "$– (unknown: a model without a price)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
         lines += [
             "## Spent on interrupted units (not in the results)",
             "",
             f"- {len(run.interrupted)} attempt(s) stopped before their record, re-run by --resume: {calls} model"
-            f" call(s), {usage.input_tokens} input / {usage.output_tokens} output tokens,"
-            f" ${usage.cost_usd:.4f}{unknown}.",
+            f" call(s), {usage.input_tokens} input / {usage.output_tokens} output tokens, {cost}{unknown}.",
         ]
     return lines
 

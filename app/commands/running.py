@@ -52,7 +52,8 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
     )
     for note in plan.notes:  # a default the run chose (its concurrency)
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    for warning in [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan), *executor_warnings(plan)]:
+    warnings = [*plan.benchmark.warnings(plan.tasks), *_sandbox_warnings(plan), *executor_warnings(plan)]
+    for warning in [*warnings, *_price_warnings(plan)]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     try:
         records = read_records(plan.run_dir)[0] if resume else []
@@ -139,10 +140,23 @@ def progress_line(counts: Any) -> str:
         f"{counts.failed} failed",
         f"{counts.retries} retries",
         f"{counts.tokens / 1000:.1f}k tok",
-        f"${counts.cost_usd:.4f}",
+        f"${counts.cost_usd:.4f}" + (f" + {counts.cost_unknown} unit(s) cost unknown" if counts.cost_unknown else ""),
         "ETA " + ("–" if eta is None else str(timedelta(seconds=round(eta)))),
     ]
     return " · ".join(parts)
+
+
+def _price_warnings(plan: RunPlan) -> list[str]:
+    """Said before the run: a model whose cost will be unknown (no price, a backend that bills), not $0."""
+    from ...compare.model import unpriced
+
+    models = {model.alias: model for model in [*plan.models, *([plan.judge] if plan.judge else [])]}
+    return [
+        f"{model.alias} has no price in its alias: its cost is unknown (–, never $0) unless {model.provider} reports"
+        " it (OpenRouter does); give the alias a `price:` (0 for a free server) to count it"
+        for model in models.values()
+        if unpriced(model)
+    ]
 
 
 def _sandbox_warnings(plan: RunPlan) -> list[str]:

@@ -323,7 +323,9 @@ def test_openai_compatible_with_custom_base_url_and_no_key(fake: FakeOpenAIServe
     assert sent.path == "/custom/v1/chat/completions"
     assert "authorization" not in sent.headers and "usage" not in sent.body
     step = model.recorder.trace.model_calls[0]
-    assert (step.usage.input_tokens, step.usage.output_tokens, step.usage.cost_source) == (312, 2, "free")
+    # no price in the alias and none reported by the server: the cost is unknown, never $0
+    assert (step.usage.input_tokens, step.usage.output_tokens, step.usage.cost_source) == (312, 2, "unknown")
+    assert step.usage.cost_usd is None
 
 
 def test_messages_round_trip_through_openai_json() -> None:

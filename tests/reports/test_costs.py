@@ -12,6 +12,7 @@ from data_agent_compare.reports import plots, tables
 from data_agent_compare.reports.build import assemble
 from data_agent_compare.reports.costs import amortised_cost_per_task, cost_per_task, index_shares
 from data_agent_compare.reports.runs import load_comparison
+from data_agent_compare.reports.summary import index_builds, index_lines
 
 BUILT_NOW = {"index": "graph", "corpus": "c1", "model": "gpt-5-mini", "cached": False, "model_calls": 40,
              "cost_usd": 0.12, "seconds": 30.0}  # fmt: skip
@@ -84,3 +85,19 @@ def test_the_headlines_cheapest_row_pays_for_its_index(wide_run):
     shares = index_shares(data)
     runner_up = min(data.summary(), key=lambda r: amortised_cost_per_task(r, shares))
     assert headline.startswith(f"Cheapest: {runner_up.system}/{runner_up.model} ${cost_per_task(runner_up):.5f}")
+
+
+def test_an_index_built_by_a_model_of_unknown_cost_leaves_the_rows_cost_unknown_not_cheaper(wide_run):
+    run = wide_run("wide", systems=11, tasks=6)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["systems"]["rag_naive"]["indexing"] = [{**BUILT_NOW, "cost_usd": None}]  # a model without a price
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (data,) = load_comparison([run])
+    rag = next(r for r in data.summary() if (r.system, r.model) == ("rag_naive", "gpt-5-mini"))
+    assert cost_per_task(rag) is not None and amortised_cost_per_task(rag, index_shares(data)) is None
+    assert "rag_naive/gpt-5-mini" not in {p["row"] for p in values_with(plots.cost_quality(data).spec, "tasks_only")}
+    headline = next(line for line in assemble(data).headline if line.startswith("Cheapest:"))
+    assert "rag_naive/gpt-5-mini " not in headline
+    lines = index_lines(index_builds(data.runs[0].manifest))
+    assert any("| graph | c1 |" in line and "| – |" in line for line in lines)
+    assert lines[-1].startswith("Spent on indexes in this run: 40 model calls, $–")
