@@ -9,7 +9,8 @@ child, whatever it is doing, and the next call starts a fresh one (the engine is
 
 Requests and replies are pickles over two pipes. The child holds PR_SET_PDEATHSIG and ends at
 EOF, so it never outlives the runner. A child whose engine was closed normally waits, idle, for
-the next engine to open (at most IDLE_MAX of them): starting one imports the engines (seconds on
+the next engine to open (as many as were ever open at once, at most IDLE_MAX: a run of 16 units in
+flight keeps 16, which it holds while running anyway): starting one imports the engines (seconds on
 a busy machine), which each task's SQLite database would otherwise pay again. A child that was
 killed is never reused.
 """
@@ -30,7 +31,7 @@ from ..compare.tool import TOOL_DEADLINE, ToolError
 CALL_GRACE_S = 1.0  # beyond the query timeout: the engine's own timeout answers first when it can
 OPEN_TIMEOUT_S = 300.0  # starting the child and loading the engine (a Mongo dump is loaded there)
 CHILD_MODULE = f"{__package__}.sql_worker"
-IDLE_MAX = 8  # idle children kept for reuse
+IDLE_MAX = 64  # idle children kept for reuse, at the most (each holds ~50 MB of its own)
 CLOSE_TIMEOUT_S = 10.0  # closing an engine; a child slower than this is killed, not kept
 
 
@@ -43,6 +44,8 @@ class _Child:
 
 _idle: list[_Child] = []
 _idle_lock = threading.Lock()
+_open = 0  # children holding an engine now
+_most_open = 0  # the most ever at once: how many idle ones are worth keeping
 
 
 class WorkerDied(Exception):
@@ -119,6 +122,7 @@ class WorkerProcess:
         child, self._child = self._child, None
         if child is None:
             return
+        _closed()
         if not kill:
             try:
                 child.requests.send(("close", ()))
@@ -147,7 +151,10 @@ def _spawn() -> _Child:
 
 
 def _take_idle() -> _Child | None:
+    global _open, _most_open
     with _idle_lock:
+        _open += 1
+        _most_open = max(_most_open, _open)
         while _idle:
             child = _idle.pop()
             if child.process.poll() is None:
@@ -156,9 +163,15 @@ def _take_idle() -> _Child | None:
     return None
 
 
+def _closed() -> None:
+    global _open
+    with _idle_lock:
+        _open -= 1
+
+
 def _keep_idle(child: _Child) -> bool:
     with _idle_lock:
-        if len(_idle) < IDLE_MAX and child.process.poll() is None:
+        if len(_idle) < min(_most_open, IDLE_MAX) and child.process.poll() is None:
             _idle.append(child)
             return True
     return False
