@@ -186,12 +186,13 @@ def request_from_openai(body: dict[str, Any]) -> ModelRequest:
 
 
 def usage_from_openai(raw: dict[str, Any] | None) -> Usage:
+    """The usage a response reported; a count the server did not report is unknown (None), never 0."""
     raw = raw or {}
     details = raw.get("completion_tokens_details") or {}
     prompt_details = raw.get("prompt_tokens_details") or {}
     usage = Usage(
-        input_tokens=raw.get("prompt_tokens") or 0,
-        output_tokens=raw.get("completion_tokens") or 0,
+        input_tokens=_count(raw.get("prompt_tokens")),
+        output_tokens=_count(raw.get("completion_tokens")),
         reasoning_tokens=details.get("reasoning_tokens") or 0,
         cached_tokens=prompt_details.get("cached_tokens") or 0,
     )
@@ -200,13 +201,18 @@ def usage_from_openai(raw: dict[str, Any] | None) -> Usage:
     return usage
 
 
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def usage_to_openai(usage: Usage) -> dict[str, Any]:
+    # Frameworks behind the gateway count tokens as integers; the meter keeps the unknown as unknown.
     return {
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
+        "prompt_tokens": usage.input_tokens or 0,
+        "completion_tokens": usage.output_tokens or 0,
         "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens or 0},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
         "cost": usage.cost_usd,
     }
 
