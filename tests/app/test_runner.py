@@ -118,7 +118,9 @@ def exploding_scorer():
     SCORERS.unregister("test_exploding_on_t2")
 
 
-def test_a_failing_scorer_keeps_the_task_in_the_denominator_and_says_why(tmp_path, scripted_model, exploding_scorer):
+def test_a_failing_scorer_gives_no_verdict_and_the_task_is_counted_beside_the_mean(
+    tmp_path, scripted_model, exploding_scorer
+):
     tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:3]
     tasks = [t.model_copy(update={"id": f"T{i}"}) for i, t in enumerate(tasks, start=1)]
     plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["tool_use"], benchmark=ExplodingScorerBench())
@@ -126,10 +128,10 @@ def test_a_failing_scorer_keeps_the_task_in_the_denominator_and_says_why(tmp_pat
     records = {r.task_id: r for r in read_records(plan.run_dir)[0]}
     failed = records["T2"]
     assert failed.answer["choices"] == ["A"] and failed.status == "completed"  # the answer paid for is kept
-    assert failed.scores["exact_match"] == 0.0 and failed.scores["sr"] == 1.0  # its verdict is a failure
+    assert failed.scores["exact_match"] is None and failed.scores["sr"] == 1.0  # no verdict, not a failure
     assert failed.scoring_error == "test_exploding_on_t2: ZeroDivisionError: scorer bug"
     (row,) = summarize(list(records.values()))
-    assert row.accuracy_n == 3 and row.accuracy == pytest.approx(2 / 3) and row.scoring_errors == 1
+    assert row.accuracy_n == 2 and row.accuracy == pytest.approx(1.0) and row.scoring_errors == 1
 
 
 def test_a_provider_failure_is_an_infrastructure_error_not_the_systems(tmp_path, scripted_model):
