@@ -152,7 +152,7 @@ def _scored_again(
 ) -> tuple[ResultRecord, Trace, Trace | None]:
     answer = Answer.model_validate({**record.answer, "status": record.status, "error": record.error})
     judge, judge_recorder = _judge_for(unit, plan, None) if record.judge_trace_file else (None, None)
-    sheet = score(unit.task, answer, trace, plan.benchmark.scorers, judge)
+    sheet = score(unit.task, answer, trace, plan.benchmark.scorers, judge, strict_answers=plan.config.strict_answers)
     judge_trace = judge_recorder.finish("completed") if judge_recorder is not None else None
     update: dict[str, object] = {
         "schema_version": RUN_LOG_SCHEMA_VERSION,

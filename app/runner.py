@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..compare import __version__
 from ..compare.benchmark import Benchmark, BenchmarkError, create_benchmark
 from ..compare.context import EndpointFactory
-from ..compare.model import ModelConfig
+from ..compare.model import ModelConfig, sampling_conflicts
 from ..compare.registry import RegistryError
 from ..compare.runlog import (
     MANIFEST_FILE,
@@ -101,6 +101,10 @@ def plan_run(config: RunConfig) -> RunPlan:
     """Resolve and validate everything before the first model call; raises ConfigError."""
     models = resolve_models(config.models, config)
     judge = resolve_models([config.judge], config)[0] if config.judge else None
+    conflicts = [line for model in models for line in sampling_conflicts(model, config.generation)]
+    conflicts += sampling_conflicts(judge, config.judge_generation, "judge_generation") if judge else []
+    if conflicts:  # an alias's params must not override the run's sampling settings (issue 25)
+        raise ConfigError("; ".join(conflicts))
     check_executor(config)
     check_limits(config)
     check_base_url_flag(config)

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .registry import Registry
+from .published import PublishedFormat
+from .registry import Registry, summary_line
 from .task import Answer, Task
 from .tool import Tool, ToolSettings
 
@@ -148,6 +149,7 @@ class Benchmark(ABC):
     published_digits: ClassVar[int] = 3
     aggregate_rule: ClassVar[str] = ""
     run_scorers: ClassVar[tuple[str, ...]] = ()
+    published_formats: ClassVar[tuple[PublishedFormat, ...]] = ()  # the files it publishes (`published.py`)
 
     def __init__(self, path: str | Path | None = None, **options: Any) -> None:
         """`path`: the benchmark's files; `options`: run settings a benchmark may use (`hints`,
@@ -245,3 +247,12 @@ def register_benchmark(cls: type[Benchmark]) -> type[Benchmark]:
 
 def create_benchmark(name: str, path: str | Path | None = None, **options: Any) -> Benchmark:
     return BENCHMARKS.load(name)(path, **options)
+
+
+def benchmark_class(name: str) -> type[Benchmark]:
+    """The registered benchmark `name`, for what it declares; a name no longer registered (a plug-in not
+    installed where a run is re-rendered) gets the declarations of `Benchmark` itself."""
+    try:
+        return BENCHMARKS.load(name)
+    except Exception:  # not registered, or its plug-in fails to import: the report still renders
+        return Benchmark

@@ -290,6 +290,9 @@ class ResultRecord(BaseModel):
     retried_attempts: list[str] = Field(default_factory=list)
     # The sampling settings the system asked for (setting → value → model calls); sent was `generation:`.
     generation_asked: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # The sampling settings the requests carried (setting → value → model calls), as the gateway sent them;
+    # None in records written before this was kept.
+    generation_sent: dict[str, dict[str, int]] | None = None
     # The task as its question (added within schema 2: records written before read as None/[]).
     question: str | None = None
     data_sources: list[str] = Field(default_factory=list)  # "name (kind)" of each data source
@@ -341,6 +344,7 @@ def record_of(trace: Trace, answer: Answer, task: Task | None, **fields: Any) ->
         tool_calls=[ToolCallSummary(tool=c.tool, success=c.success, duration_s=c.duration_s) for c in trace.tool_calls],
         warnings=trace.warnings,
         generation_asked=trace.generation_asked(),
+        generation_sent=trace.generation_sent(),
     )
     return ResultRecord(**{**measured, **described, **fields})
 

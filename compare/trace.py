@@ -144,6 +144,7 @@ class ModelCallStep(BaseModel):
     failed_attempts: list[FailedAttempt] = Field(default_factory=list)  # attempts - 1 on success, attempts on failure
     # The sampling settings the system (or its library) asked for; what was sent is the run's `generation:`.
     generation_asked: dict[str, float | int] | None = None
+    generation_sent: dict[str, float | int] | None = None  # the sampling settings the request carried (None: unknown)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -192,6 +193,10 @@ WARNING_PHRASES = {
     "no_retrieval": "answered without retrieving anything",
     "no_answer": "stopped without an answer",
     "planner_fallback": "fell back from an unusable plan",
+    "recovered": "went on past a failed model call",
+    "partial_failure": "went on with some model calls failed",
+    "empty_operator": "ran operators over no rows",
+    "hedged": "gave a hedged answer (listed many candidates)",
 }
 
 
@@ -232,14 +237,14 @@ class Trace(BaseModel):
     error: str | None = None
     steps: list[Step] = Field(default_factory=list)
     warnings: list[RunWarning] = Field(default_factory=list)  # the system skipped its main step (`RunWarning`)
+    # False when the steps' durations were not recorded (a published trajectory without its call logs): the
+    # wall time may be known, its split into phases is not
+    step_times_known: bool = True
 
     @property
     def model_calls(self) -> list[ModelCallStep]:
         return [s for s in self.steps if isinstance(s, ModelCallStep)]
 
-    # False when the steps' durations were not recorded (a published trajectory without its call logs): the
-    # wall time may be known, its split into phases is not
-    step_times_known: bool = True
     @property
     def tool_calls(self) -> list[ToolCallStep]:
         return [s for s in self.steps if isinstance(s, ToolCallStep)]
@@ -269,6 +274,17 @@ class Trace(BaseModel):
                 asked[name][str(value)] += 1
         return {name: dict(values) for name, values in asked.items()}
 
+    def generation_sent(self) -> dict[str, dict[str, int]] | None:
+        """Per sampling setting, the values the requests carried and in how many model calls (a call that
+        carried none of a setting got the provider's default); None for traces recorded before this was kept."""
+        if any(step.generation_sent is None for step in self.model_calls):
+            return None
+        sent: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for step in self.model_calls:
+            for name, value in (step.generation_sent or {}).items():
+                sent[name][str(value)] += 1
+        return {name: dict(values) for name, values in sent.items()}
+
     def provider_errors(self) -> int:
         """Failed attempts (each error a provider gave, retried or final)."""
         return sum(len(step.failed_attempts) for step in self.model_calls)
@@ -288,6 +304,10 @@ class Trace(BaseModel):
                     setattr(bucket, name, _known_sum(getattr(bucket, name), getattr(step.usage, name)))
             else:
                 bucket.tool_calls += 1
+        if not self.step_times_known:
+            for bucket in totals.values():
+                bucket.latency_s = None
+            return dict(totals)
         for name, seconds in phase_seconds(self.steps, self.wall_time_s).items():
             totals[name].latency_s = seconds
         return dict(totals)
@@ -304,10 +324,6 @@ def _intervals(steps: list[Step]) -> list[tuple[float, float, str, int]]:
         end = start + step.duration_s
         cursor = end
         queued = min(step.queue_s, step.duration_s) if isinstance(step, ModelCallStep) else 0.0
-        if not self.step_times_known:
-            for bucket in totals.values():
-                bucket.latency_s = None
-            return dict(totals)
         if queued > 0:
             intervals.append((start, start + queued, QUEUE, number))
         waits = _backoff_windows(step, start + queued, end) if isinstance(step, ModelCallStep) else []

@@ -663,26 +663,27 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
     misses = sum(r.replay_misses for r in rows)
     if misses:
         lines.append(f"- {misses} replay miss(es) (requests the recorded run never made): not in the quality means.")
-    undecided = sum(r.undecided for r in rows)
-    if scoring and undecided:
+    if scoring:  # compare.scorer: a scorer that fails gives no verdict, so its metrics have no value
         lines.append(
-            f"- {scoring} record(s) had a scorer fail, see scoring_error: {undecided} of them could not be checked "
-            "(a validator crashed or ran out of time) and have no verdict, so they are not in its mean (n "
-            "shows it); the others' metrics count as failures (0)."
+            f"- {scoring} record(s) had a scorer fail (a judge or validator gave no verdict), see scoring_error: "
+            "that scorer's metrics have no value for them, so they are not in those means (n shows it)."
         )
-    elif scoring:
-        lines.append(f"- {scoring} record(s) had a scorer fail: its metrics count as failures (0), see scoring_error.")
     return lines
 
 
 def generation_lines(manifest: Manifest, records: list[ResultRecord]) -> list[str]:
-    """The sampling settings every request carried (`generation:`), and what each system asked for instead
-    ("llamaindex_agent asked for temperature 0.1 (12 calls); sent 0"). None for runs recorded before them."""
-    if "generation" not in manifest.config:
+    """The sampling settings the requests carried, counted from the requests the gateway sent (never from the
+    config): one line when every system and model sent the same, else one per system and model; and what each
+    system asked for instead ("llamaindex_agent asked for temperature 0.1 (12 calls); sent 0"). Nothing for
+    runs whose records do not say what was sent."""
+    sent = _sampling_sent(records)
+    if not sent:
         return []
-    sent = {name: value for name, value in manifest.config["generation"].items() if value is not None}
-    settings = ", ".join(f"{name} {value}" for name, value in sent.items()) or "provider defaults"
-    lines = [f"- sampling sent with every request: {settings}"]
+    said = {key: _said(settings, calls) for key, (settings, calls) in sent.items()}
+    if len(set(said.values())) == 1:
+        lines = [f"- sampling sent with every request: {next(iter(said.values()))}"]
+    else:
+        lines = [f"- sampling sent by {system}/{model}: {text}" for (system, model), text in sorted(said.items())]
     asked: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
     for record in records:
         for name, values in record.generation_asked.items():
@@ -690,9 +691,37 @@ def generation_lines(manifest: Manifest, records: list[ResultRecord]) -> list[st
                 asked[record.system][name][value] += calls
     for system, settings in sorted(asked.items()):
         for name, values in settings.items():
-            said = ", ".join(f"{value} ({calls} call{'s' * (calls != 1)})" for value, calls in values.items())
-            lines.append(f"- {system} asked for {name} {said}; sent {sent.get(name, 'none (provider default)')}")
+            asked_for = ", ".join(f"{value} ({calls} call{'s' * (calls != 1)})" for value, calls in values.items())
+            carried = sorted({v for (s, _), (got, _) in sent.items() if s == system for v in got.get(name, {})})
+            carried_text = ", ".join(carried) or "none (provider default)"
+            lines.append(f"- {system} asked for {name} {asked_for}; sent {carried_text}")
     return lines
+
+
+def _sampling_sent(records: list[ResultRecord]) -> dict[tuple[str, str], tuple[dict[str, Counter[str]], int]]:
+    """(system, model) -> (setting -> value -> calls, model calls) from the records' requests; a row with a
+    record that does not say what it sent is left out (unknown, not the config's)."""
+    sent: dict[tuple[str, str], tuple[dict[str, Counter[str]], int]] = {}
+    unknown: set[tuple[str, str]] = set()
+    for record in records:
+        key = (record.system, record.model)
+        if record.generation_sent is None:
+            unknown.add(key)
+            continue
+        settings, calls = sent.get(key, ({}, 0))
+        for name, values in record.generation_sent.items():
+            settings.setdefault(name, Counter()).update(values)
+        sent[key] = (settings, calls + record.model_calls)
+    return {key: value for key, value in sent.items() if key not in unknown and value[1]}
+
+
+def _said(settings: dict[str, Counter[str]], calls: int) -> str:
+    """`temperature 0.3, max_output_tokens 123`; a value not in every call says in how many it was."""
+    parts = []
+    for name, values in settings.items():
+        for value, count in values.items():
+            parts.append(f"{name} {value}" + ("" if count == calls else f" ({count} of {calls} calls)"))
+    return ", ".join(parts) or "provider defaults"
 
 
 def provenance_lines(manifest: Manifest) -> list[str]:
