@@ -155,6 +155,7 @@ def run_agent(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float)
         )
     with _live_lock:
         _live_groups.add(process.pid)
+    watcher, lifeline = _watch_for_our_death(process.pid)
     timed_out = False
     try:
         process.wait(timeout=max(0.0, timeout_s))
@@ -165,10 +166,38 @@ def run_agent(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float)
         process.wait()
         with _live_lock:
             _live_groups.discard(process.pid)
+        _stop_watching(watcher, lifeline)
     seconds = time.perf_counter() - start
     stdout = out_path.read_text("utf-8", errors="replace")[:OUTPUT_LIMIT]
     stderr = err_path.read_text("utf-8", errors="replace").strip()[-STDERR_TAIL:]
     return AgentOutcome(None if timed_out else process.returncode, stdout, stderr, timed_out, seconds)
+
+
+def _watch_for_our_death(pgid: int) -> tuple[subprocess.Popen[bytes] | None, int]:
+    """A watcher that kills the agent's group when this process ends however it ends (`kill -9`, or the CLI's
+    `os._exit` at Ctrl-C, which runs no exit hook): it waits on a pipe whose only writer is this process, and
+    reads end-of-file when the process is gone. Returns the watcher and the pipe's write end."""
+    readable, lifeline = os.pipe()  # close-on-exec: no agent or other child inherits the write end
+    try:
+        watcher = subprocess.Popen(
+            ["sh", "-c", f"read _; kill -9 -{pgid} 2>/dev/null"],  # the pipe is its stdin (dash: no `--`)
+            stdin=readable,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C of the run's terminal must not stop it before the agent
+        )
+    except OSError:
+        watcher = None
+    finally:
+        os.close(readable)
+    return watcher, lifeline
+
+
+def _stop_watching(watcher: subprocess.Popen[bytes] | None, lifeline: int) -> None:
+    if watcher is not None:
+        watcher.kill()  # before closing the pipe: the group is already gone, its number must not be reused
+        watcher.wait()
+    os.close(lifeline)
 
 
 def _die_with_parent() -> list[str]:
