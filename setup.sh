@@ -36,23 +36,15 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
-# Palimpzest in its own environment, .venv-palimpzest: palimpzest 0.9.0 pins numpy 2 and
-# sentence-transformers 5, and pip settles on 0.7.7 beside LangChain 1.x, which breaks LlamaIndex
-# (systems/palimpzest_system.py). CPU torch first, as above. ~3 min and ~2.4 GB the first time;
-# SETUP_SKIP_PALIMPZEST=1 skips it (the `palimpzest` system then refuses to run, saying so).
-pz_stamp=.venv-palimpzest/.installed-palimpzest-0.9.0-torch-2.13.0
-if [ "${SETUP_SKIP_PALIMPZEST:-0}" != 1 ] && [ ! -f "$pz_stamp" ]; then
-  if [ ! -x .venv-palimpzest/bin/python ]; then
-    pz_python=$(find_python) || { echo "setup: Python 3.11 not found for .venv-palimpzest" >&2; exit 2; }
-    echo "setup: creating .venv-palimpzest with $pz_python"
-    "$pz_python" -m venv .venv-palimpzest
-  fi
-  pz_pip=(.venv-palimpzest/bin/python -m pip --quiet --disable-pip-version-check)
-  "${pz_pip[@]}" install --upgrade pip wheel setuptools
-  "${pz_pip[@]}" install "torch==2.13.0"
-  "${pz_pip[@]}" install "palimpzest==0.9.0"
-  rm -f .venv-palimpzest/.installed-*
-  touch "$pz_stamp"
+# Palimpzest in an environment of its own (palimpzest 0.9.0 pins numpy 2 and sentence-transformers 5; beside
+# LangChain 1.x pip settles on 0.7.7, which breaks LlamaIndex), built by the suite's mechanism for systems in
+# their own environments (systems/environments.py): once per machine into the environment cache, keyed by the
+# hash of its requirements (systems/palimpzest_system.py: REQUIREMENTS, CPU torch from the local wheel folder).
+# ~3 min and ~2.4 GB the first time, nothing after. SETUP_SKIP_PALIMPZEST=1 skips it (a run of `palimpzest`
+# then builds it before its first task). The .venv-palimpzest an older setup.sh made here is superseded.
+if [ "${SETUP_SKIP_PALIMPZEST:-0}" != 1 ]; then
+  .venv/bin/python -m data_agent_compare.systems.palimpzest_system --build-environment
+  rm -rf .venv-palimpzest
 fi
 # Debian packages: the PostgreSQL server (DataAgentBench's PostgreSQL databases are restored into a
 # throw-away local server at run time), bubblewrap (the sandbox of model-written Python) and chromium
