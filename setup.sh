@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Set up the suite in .venv: find Python 3.11, install the package, build llama.cpp for this CPU.
-# Safe to run again: it reinstalls only when pyproject.toml changed.
+# Safe to run again: it reinstalls only when pyproject.toml changed. The slow parts run side by side
+# (llama.cpp's build, the Python packages with uv, Debian's packages), and every 20 s a line says how
+# each is doing; their full output goes to .venv/setup/*.log (docs/first-hour.md: what takes how long).
 set -euo pipefail
 cd "$(dirname "$0")"
+
+setup_started=$SECONDS
+say() { printf 'setup: [%dm%02ds] %s\n' $(((SECONDS - setup_started) / 60)) $(((SECONDS - setup_started) % 60)) "$*"; }
 
 find_python() {
   local candidate
@@ -15,24 +20,126 @@ find_python() {
   return 1
 }
 
+# ---- background jobs: each writes its own log; wait_for prints a progress line every 20 s
+declare -A job_pid=() job_log=()
+trap 'for pid in "${job_pid[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
+start_job() {  # NAME LOG COMMAND...
+  local name=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1 &
+  job_pid[$name]=$!; job_log[$name]=$log
+  say "started: $name (log: $log)"
+}
+job_progress() {  # what a running job has done so far, read from its log or its output
+  case $1 in
+    llama.cpp) { grep -o '^ *\[[0-9]*/[0-9]*\]' "${job_log[$1]}" | tr -d ' ' || echo "[configuring]"; } | tail -n 1 | sed 's/^/compiled /' ;;
+    "python packages") echo "$(du -sm .venv 2>/dev/null | cut -f1) MB in .venv" ;;
+    *) grep -v '^\s*$' "${job_log[$1]}" | tail -n 1 | cut -c1-80 ;;
+  esac
+}
+wait_for() {  # NAME: wait for the job, saying what every running job does every 20 s; stop on its failure
+  local name=$1 ticks=0 other line
+  while kill -0 "${job_pid[$name]}" 2>/dev/null; do
+    sleep 1
+    if (((ticks += 1) % 20 == 0)); then
+      line=""
+      for other in "${!job_pid[@]}"; do
+        kill -0 "${job_pid[$other]}" 2>/dev/null && line+="${line:+; }$other: $(job_progress "$other" || true)"
+      done
+      say "running: $line"
+    fi
+  done
+  if ! wait "${job_pid[$name]}"; then
+    say "$name failed; the end of ${job_log[$name]}:" >&2
+    tail -n 25 "${job_log[$name]}" >&2
+    exit 1
+  fi
+  unset "job_pid[$name]"
+  say "done: $name"
+}
+
+# ---- Debian packages, started first (they take longest to download): the PostgreSQL server
+# (DataAgentBench's PostgreSQL databases are restored into a throw-away local server at run time),
+# bubblewrap (the sandbox of model-written Python) and chromium (the headless browser the report test
+# opens report.html in; Playwright's own download does not work here).
+packages=()
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  packages+=(postgresql)
+fi
+if ! command -v bwrap >/dev/null 2>&1; then
+  packages+=(bubblewrap)
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  packages+=(chromium)
+fi
+apt_log=$(mktemp -t setup-apt.XXXXXX.log)
+if [ ${#packages[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    start_job "debian packages" "$apt_log" bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${packages[*]}"
+  else
+    for package in "${packages[@]}"; do
+      case $package in
+        postgresql) echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2 ;;
+        bubblewrap) echo "setup: note: bubblewrap (bwrap) not found; execute_python refuses to run without it: 'apt-get install bubblewrap' (or pass --unsafe-python)" >&2 ;;
+        chromium) echo "setup: note: chromium not found; the browser test of report.html skips without it: 'apt-get install chromium'" >&2 ;;
+      esac
+    done
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   python=$(find_python) || { echo "setup: Python 3.11 not found (tried python3.11, pyenv 3.11.*, python3)" >&2; exit 2; }
-  echo "setup: creating .venv with $python"
+  say "creating .venv with $python"
   "$python" -m venv .venv
 fi
 
+# The CPU build of torch: a file on these machines' disk for Python 3.11 (pip's find-links); without it
+# the resolver would pull a multi-GB CUDA build through sentence-transformers.
+local_torch() {
+  local folder
+  for folder in ${PIP_FIND_LINKS:-} /opt/wheels; do
+    ls "$folder"/torch-2.13.0+cpu-cp311-*.whl 2>/dev/null | head -n 1 && return 0
+  done
+  return 0
+}
+
+# The package's requirements without llama-cpp-python, which is built beside them.
+requirements_but_llama() {
+  .venv/bin/python - <<'PYTHON'
+import re
+import tomllib
+
+with open("pyproject.toml", "rb") as file:
+    project = tomllib.load(file)["project"]
+for requirement in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    if re.split(r"[\s<>=!~\[;]", requirement, maxsplit=1)[0].lower().replace("_", "-") != "llama-cpp-python":
+        print(requirement)
+PYTHON
+}
+
 stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  pip=(.venv/bin/python -m pip --quiet --disable-pip-version-check)
-  "${pip[@]}" install --upgrade pip wheel setuptools
-  # The CPU build of torch (a file on these machines' disk for Python 3.11); without it pip
-  # would pull a multi-GB CUDA build through sentence-transformers.
-  "${pip[@]}" install "torch==2.13.0"
-  # llama.cpp's default native build crashes in decode on these CPUs (see ENVIRONMENT.md):
-  # build it for a portable AVX2 target instead. pip caches the wheel, so this runs once.
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
-    "${pip[@]}" install "llama-cpp-python==0.3.36"
-  "${pip[@]}" install -e ".[dev]"
+  mkdir -p .venv/setup
+  pip=(.venv/bin/python -m pip --disable-pip-version-check)
+  say "installing uv (the installer of the Python packages) into .venv"
+  "${pip[@]}" install --quiet "uv==0.13.8" 2>&1 | grep -v "is ignored: it is neither" || true
+  uv=(.venv/bin/uv pip install --python .venv/bin/python)
+  export UV_LINK_MODE=copy  # the cache may lie on another file system: copy without a warning
+  # llama.cpp's default native build crashes in decode on these CPUs: build it for a portable AVX2 target,
+  # without the multimodal library (mtmd: a third of the build; the embedded model reads text only).
+  # pip caches the wheel, so this runs once per machine.
+  rm -rf .venv/setup/wheels
+  start_job llama.cpp .venv/setup/llama-cpp.log env \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DLLAVA_BUILD=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    "${pip[@]}" wheel --no-deps -v "llama-cpp-python==0.3.36" -w .venv/setup/wheels
+  requirements_but_llama >.venv/setup/requirements.txt
+  torch=$(local_torch)
+  [ -n "$torch" ] || say "note: no local CPU build of torch 2.13.0 found; the registry's (large) torch is installed"
+  start_job "python packages" .venv/setup/python-packages.log "${uv[@]}" ${torch:+"$torch"} -r .venv/setup/requirements.txt
+  wait_for "python packages"
+  wait_for llama.cpp
+  say "installing llama.cpp's wheel and the package itself (editable)"
+  "${uv[@]}" --quiet ${torch:+"$torch"} .venv/setup/wheels/llama_cpp_python-0.3.36-*.whl -e ".[dev]"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
@@ -46,31 +153,7 @@ if [ "${SETUP_SKIP_PALIMPZEST:-0}" != 1 ]; then
   .venv/bin/python -m data_agent_compare.systems.palimpzest_system --build-environment
   rm -rf .venv-palimpzest
 fi
-# Debian packages: the PostgreSQL server (DataAgentBench's PostgreSQL databases are restored into a
-# throw-away local server at run time), bubblewrap (the sandbox of model-written Python) and chromium
-# (the headless browser the report test opens report.html in; Playwright's own download does not work here).
-packages=()
-if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  packages+=(postgresql)
+if [ -n "${job_pid[debian packages]:-}" ]; then
+  wait_for "debian packages"
 fi
-if ! command -v bwrap >/dev/null 2>&1; then
-  packages+=(bubblewrap)
-fi
-if ! command -v chromium >/dev/null 2>&1; then
-  packages+=(chromium)
-fi
-if [ ${#packages[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${packages[*]} (apt-get install)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
-  else
-    for package in "${packages[@]}"; do
-      case $package in
-        postgresql) echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2 ;;
-        bubblewrap) echo "setup: note: bubblewrap (bwrap) not found; execute_python refuses to run without it: 'apt-get install bubblewrap' (or pass --unsafe-python)" >&2 ;;
-        chromium) echo "setup: note: chromium not found; the browser test of report.html skips without it: 'apt-get install chromium'" >&2 ;;
-      esac
-    done
-  fi
-fi
-echo "setup: ready (.venv/bin/compare)"
+echo "setup: ready (.venv/bin/compare) after $((SECONDS - setup_started)) s"
