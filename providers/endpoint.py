@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +62,14 @@ class GatewayError(Exception):
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # a framework's parallel calls must not stall in the listen backlog
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away before its reply (an external agent killed at its deadline) is no error of
+        the gateway's: noted, not printed as a traceback on the run's console."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("gateway: the client %s went away before its reply", client_address)
+            return
+        super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True)

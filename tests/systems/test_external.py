@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import textwrap
 import time
@@ -271,3 +272,31 @@ def test_stopping_the_run_kills_a_running_agent_and_its_children(tmp_path):
     assert time.monotonic() - stopped < 30
     pid = int(child_pid.read_text())
     assert not _alive(pid), f"the agent's child {pid} outlived the run"
+
+
+def test_gateway_reply_to_an_agent_killed_during_its_model_call_prints_no_traceback(capfd):
+    """An agent killed at its deadline leaves its model call in flight; the gateway's reply then meets a closed
+    connection, which is no error of the gateway's (nothing on the console)."""
+    import socket
+
+    from data_agent_compare.compare import MeteredModel
+    from data_agent_compare.providers.endpoint import GatewayServer
+    from data_agent_compare.providers.scripted import ScriptedProvider
+
+    from helpers import SCRIPTED, recorder
+
+    def slow(request, context):
+        time.sleep(1.0)  # test-only latency: the client is gone before the reply
+        return tool_call_message("answer", {"answer": "50"})
+
+    model = MeteredModel(SCRIPTED, ScriptedProvider(slow), recorder(), system="test")
+    with GatewayServer() as gateway, gateway.open_session(model) as endpoint:
+        body = json.dumps({"model": endpoint.model, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        path = endpoint.base_url.split(str(gateway.port), 1)[1] + "/chat/completions"
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {endpoint.api_key}\r\n"
+        client = socket.create_connection(("127.0.0.1", gateway.port))
+        client.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, as a killed process
+        client.close()
+        time.sleep(2.0)
+    assert "Traceback" not in capfd.readouterr().err
