@@ -433,6 +433,7 @@ def _execute(
     manifest.drift_allowed += drift
     manifest.python_sandbox = sandbox_mode(plan.config.tools)
     manifest.python_sandbox_memory = sandbox_memory_budget(plan.config.tools)
+    asked = plan.config.executor  # `auto` is settled for this execution only: a resume of the plan asks again
     try:
         writer = RunLogWriter(plan.run_dir)
         writer.write_manifest(manifest)
@@ -474,6 +475,7 @@ def _execute(
         why = failure.strerror or str(failure)
         raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
     finally:
+        plan.config = plan.config.model_copy(update={"executor": asked})
         endpoint.stop()
         plan.benchmark.close()
         if writer is not None:
