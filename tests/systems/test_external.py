@@ -271,6 +271,9 @@ def test_stopping_the_run_kills_a_running_agent_and_its_children(tmp_path):
     run.communicate(timeout=60)
     assert time.monotonic() - stopped < 30
     pid = int(child_pid.read_text())
+    gone_by = time.monotonic() + 10  # the watcher acts when it reads the end of its pipe, a moment after the exit
+    while _alive(pid) and time.monotonic() < gone_by:
+        time.sleep(0.1)
     assert not _alive(pid), f"the agent's child {pid} outlived the run"
 
 
