@@ -303,3 +303,17 @@ def test_gateway_reply_to_an_agent_killed_during_its_model_call_prints_no_traceb
         client.close()
         time.sleep(2.0)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_scripted_agent_stopped_by_the_step_budget_ends_with_its_status(tmp_path, scripted_model, external):
+    """The gateway refuses the agent's model call past the budget (HTTP 402); the agent fails on it, and the unit
+    ends max_steps, as a built-in system's would, not error."""
+    script = tmp_path / "agent.py"
+    script.write_text(SCRIPTED_AGENT)
+    name = define(external, "test_scripted_budget", ["{python}", str(script)])
+    model = scripted_model(lambda request, context: tool_call_message("execute_sql", {"sql": "SELECT 1"}))
+    record, trace, _ = run_task(tmp_path, model, factoid(), name, budgets={"max_steps": 2})
+
+    assert record["status"] == "max_steps", record["error"]
+    assert record["model_calls"] == 2
+    assert [s["tool"] for s in trace["steps"] if s["kind"] == "tool_call"] == ["execute_sql", "execute_sql"]
