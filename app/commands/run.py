@@ -45,7 +45,8 @@ class RunOptions:
     hints: Annotated[bool | None, typer.Option("--hints", help="DAB: dataset descriptions with hints.")] = None
     concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None
     executor: Annotated[
-        str | None, typer.Option(help="Where units run: thread (default), process (worker processes) or ray.")
+        str | None,
+        typer.Option(help="Where units run: auto (default; processes if CPU-bound), thread, process or ray."),
     ] = None
     ray_address: Annotated[
         str | None, typer.Option(help="--executor ray: the Ray cluster to join (default: start a local one).")
