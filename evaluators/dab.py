@@ -62,7 +62,7 @@ from pydantic import BaseModel
 
 from ..compare.model import MeteredModel
 from ..compare.scorer import Scores, ScoringError, reports, versioned
-from ..compare.task import Answer, Gold, Task
+from ..compare.task import Answer, Gold, QuestionType, Task
 from ..compare.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
 from .hedging import flag_hedged
@@ -231,6 +231,17 @@ def _is_header(rows: list[list[str]]) -> bool:
     )
     names = all(_HEADER_NAME.fullmatch(cell) for cell in first) and any("_" in cell for cell in first)
     return numeric_below or names
+
+
+def gold_items(task: Task) -> list[str] | None:
+    """The query's ground_truth.csv items, for the hedge check; None (the gold answer's) without a readable file."""
+    file = task.gold.ground_truth_file if task.gold else None
+    if task.question_type in (QuestionType.SINGLE_CHOICE, QuestionType.MULTIPLE_CHOICE) or not file:
+        return None
+    try:
+        return ground_truth_items(Path(file))
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
+        return None
 
 
 def ground_truth_items(ground_truth_csv: Path) -> list[str]:
@@ -452,7 +463,7 @@ def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | N
     """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback); a check that
     gave no verdict (a validator that crashed or ran out of time) is a scoring error, not a wrong answer.
     An answer listing many candidates is flagged `hedged` beside the verdict (`hedging.py`)."""
-    flag_hedged(task, answer, trace)
+    flag_hedged(task, answer, trace, gold_items(task))
     scores, result = score_dab(task, answer)
     if result.error:
         raise ScoringError(f"{result.reason}: {result.error}", undecided=True)

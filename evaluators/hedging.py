@@ -20,10 +20,8 @@ every warning.
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..compare.scorer import HEDGED
 from ..compare.task import Answer, QuestionType, Task
@@ -85,26 +83,20 @@ def _list_entries(text: str) -> list[str]:
 
 
 def gold_items(task: Task) -> list[str]:
-    """The gold's items: DAB's ground_truth.csv cells, else the gold answer (a list's items); [] for choice
-    questions and tasks without a gold answer."""
+    """The gold answer's items (a list's items); [] for choice questions and tasks without a gold answer. A
+    benchmark whose gold lives in its own files reads them itself and hands `flag_hedged` the items."""
     gold = task.gold
     if gold is None or task.question_type in (QuestionType.SINGLE_CHOICE, QuestionType.MULTIPLE_CHOICE):
         return []
-    if gold.ground_truth_file and Path(gold.ground_truth_file).is_file():
-        from .dab import ground_truth_items  # DAB's own reading of its files (header rows, BOM)
-
-        try:
-            return ground_truth_items(Path(gold.ground_truth_file))
-        except (OSError, UnicodeDecodeError, ValueError, csv.Error):
-            return []
     if isinstance(gold.answer, list):
         return [str(item) for item in gold.answer]
     return [str(gold.answer)] if gold.answer is not None else []
 
 
-def flag_hedged(task: Task, answer: Answer, trace: Trace) -> Hedge | None:
-    """Put the `hedged` warning on the trace (hence the record) when the answer hedges; the hedge or None."""
-    hedge = hedge_of(answer.text or answer.report or "", gold_items(task))
+def flag_hedged(task: Task, answer: Answer, trace: Trace, items: list[str] | None = None) -> Hedge | None:
+    """Put the `hedged` warning on the trace (hence the record) when the answer hedges; the hedge or None.
+    `items`: the gold's items as the benchmark reads them (default: `gold_items`)."""
+    hedge = hedge_of(answer.text or answer.report or "", gold_items(task) if items is None else items)
     if hedge is not None and all(warning.code != HEDGED for warning in trace.warnings):
         trace.warnings.append(RunWarning(code=HEDGED, detail=hedge.detail))
     return hedge

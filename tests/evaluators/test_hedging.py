@@ -11,7 +11,8 @@ import pytest
 from data_agent_compare.compare.scorer import score
 from data_agent_compare.compare.task import Answer
 from data_agent_compare.compare.trace import Trace
-from data_agent_compare.evaluators.hedging import gold_items, hedge_of
+from data_agent_compare.evaluators.dab import gold_items
+from data_agent_compare.evaluators.hedging import hedge_of
 
 from helpers import FIXTURES, load_tasks
 
