@@ -1,6 +1,6 @@
 """data-agent-compare: compare data-agent workflows, frameworks and models on one task interface.
 
-The public API is the core's (`compare/`): everything needed to write a system, a tool, a
+The public API is the core's (`core/`): everything needed to write a system, a tool, a
 scorer or a benchmark. `from data_agent_compare import System, RunContext, Task, ...`
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 # Absolute, unlike the rest of the suite: pytest collects the repository root (this folder) as a package and
 # imports this file under the folder's own name, which fails for a relative import when that name is no
 # identifier (a checkout in /tmp/tmp.x1Y) and would load the core a second time under it otherwise.
-_CORE = "data_agent_compare.compare"
+_CORE = "data_agent_compare.core"
 # `reports` is the report package: the core's scorer decorator of that name is served as `reports_metrics`.
 _SUBPACKAGES = frozenset(
-    {"app", "compare", "evaluators", "providers", "reports", "systems", "tasks", "tools", "workflows"}
+    {"app", "core", "evaluators", "providers", "reports", "systems", "tasks", "tools", "workflows"}
 )
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ValidationError
 
-from ..compare.benchmark import BENCHMARKS
-from ..compare.registry import RegistryError
+from ..core.benchmark import BENCHMARKS
+from ..core.registry import RegistryError
 
 SECTIONS = "benchmark_settings"
 

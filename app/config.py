@@ -21,15 +21,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
-from ..compare.benchmark import BENCHMARKS
-from ..compare.limits import RateLimit
-from ..compare.model import PROVIDERS, GenerationSettings, ModelConfig, RetrySettings
-from ..compare.registry import RegistryError
-from ..compare.runlog import register_secret
-from ..compare.safe_load import DocumentTooComplex, load_yaml
-from ..compare.task import Task
-from ..compare.tool import ToolSettings
-from ..compare.trace import Budgets
+from ..core.benchmark import BENCHMARKS
+from ..core.limits import RateLimit
+from ..core.model import PROVIDERS, GenerationSettings, ModelConfig, RetrySettings
+from ..core.registry import RegistryError
+from ..core.runlog import register_secret
+from ..core.safe_load import DocumentTooComplex, load_yaml
+from ..core.task import Task
+from ..core.tool import ToolSettings
+from ..core.trace import Budgets
 from .benchmark_settings import BenchmarkSettingsError, gather, input_keys
 
 OPENAI_COMPATIBLE_PREFIX = "openai-compatible:"
@@ -81,7 +81,7 @@ class RunConfig(BaseModel):
     # `--strict-answers`: an answer flagged as hedged (it lists many candidates) scores as wrong (docs/scoring.md)
     strict_answers: bool = False
     cache: CacheSettings = Field(default_factory=CacheSettings)
-    # Requests/tokens per minute by provider name or model alias (`compare/limits.py`).
+    # Requests/tokens per minute by provider name or model alias (`core/limits.py`).
     limits: dict[str, RateLimit] = Field(default_factory=dict)
     # Where units run (`app/executors.py`); auto: worker processes when a run is CPU-bound, else threads.
     executor: Literal["auto", "thread", "process", "ray"] = "auto"

@@ -40,12 +40,12 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Protocol
 
-from ..compare.benchmark import create_benchmark
-from ..compare.context import EndpointFactory
-from ..compare.model import ModelConfig
-from ..compare.runlog import CALLS_FILE, RunLogWriter, SpentCall
-from ..compare.system import create_system, prepare_systems, system_name
-from ..compare.task import Task
+from ..core.benchmark import create_benchmark
+from ..core.context import EndpointFactory
+from ..core.model import ModelConfig
+from ..core.runlog import CALLS_FILE, RunLogWriter, SpentCall
+from ..core.system import create_system, prepare_systems, system_name
+from ..core.task import Task
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools

@@ -21,14 +21,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..compare.benchmark import Benchmark
-from ..compare.runlog import CodeIdentity, DataFile, Manifest, RunIdentity
-from ..compare.scorer import scorer_version
-from ..compare.task import Task
+from ..core.benchmark import Benchmark
+from ..core.runlog import CodeIdentity, DataFile, Manifest, RunIdentity
+from ..core.scorer import scorer_version
+from ..core.task import Task
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # The package's own folders (pyproject's packages and package data): what an installed suite runs.
-PACKAGE_FOLDERS = ("app", "compare", "configs", "evaluators", "providers", "reports", "systems", "tasks", "tools")
+PACKAGE_FOLDERS = ("app", "core", "configs", "evaluators", "providers", "reports", "systems", "tasks", "tools")
 PACKAGE_FOLDERS += ("workflows",)
 NOT_CODE = ("tests/",)  # in a checkout, with *.md: a change to these changes no run
 UNTRACKED_CODE = ("*.py", "*.yaml", "*.yml", "*.toml")  # untracked files that count as uncommitted code
@@ -81,7 +81,7 @@ def _is_code(path: str) -> bool:
 
 
 def _checkout_identity(root: Path) -> CodeIdentity:
-    if not _git(root, "ls-files", "--", "compare/runlog.py").strip():  # e.g. installed inside another repo
+    if not _git(root, "ls-files", "--", "core/runlog.py").strip():  # e.g. installed inside another repo
         raise _NotACheckout()
     commit = _git(root, "rev-parse", "HEAD").decode().strip()
     tree = hashlib.sha256()

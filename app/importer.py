@@ -17,13 +17,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compare import __version__
-from ..compare.benchmark import Benchmark
-from ..compare.model import ModelConfig
-from ..compare.runlog import Manifest, ResultRecord, RunLogWriter, record_of, trace_path
-from ..compare.scorer import score
-from ..compare.task import Task
-from ..compare.trace import Budgets, utc_now
+from ..core import __version__
+from ..core.benchmark import Benchmark
+from ..core.model import ModelConfig
+from ..core.runlog import Manifest, ResultRecord, RunLogWriter, record_of, trace_path
+from ..core.scorer import score
+from ..core.task import Task
+from ..core.trace import Budgets, utc_now
 from ..tasks.dab_trajectories import TrajectoryError, Trial, find_trials, read_trial
 from .config import RunConfig
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..compare.model import ModelConfig
-from ..compare.task import Task
+from ..core.model import ModelConfig
+from ..core.task import Task
 from .config import ConfigError, RunConfig
 
 MAX_CONCURRENCY = 1024  # units in flight; each is a thread (or a worker's) with its own connections

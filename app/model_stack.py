@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..compare.limits import RateLimitedProvider, RateLimiter
-from ..compare.model import (
+from ..core.limits import RateLimitedProvider, RateLimiter
+from ..core.model import (
     CallContext,
     GenerationSettings,
     MeteredModel,
@@ -31,8 +31,8 @@ from ..compare.model import (
     RetrySettings,
     get_provider,
 )
-from ..compare.runlog import SpentCall, UnitKey
-from ..compare.trace import Budgets, ModelCallStep, Step, Trace, TraceRecorder
+from ..core.runlog import SpentCall, UnitKey
+from ..core.trace import Budgets, ModelCallStep, Step, Trace, TraceRecorder
 from ..providers.cache import CachingProvider, KeyedProvider, ResponseCache
 from ..providers.replay import ReplayLog
 

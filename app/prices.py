@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ..compare.model import Price
+from ..core.model import Price
 from ..providers.openrouter import OPENROUTER_KEY_ENV, openrouter_base_url
 from .config import ConfigError, check_base_url, load_model_table
 

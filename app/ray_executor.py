@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare.model import PROVIDERS
-from ..compare.runlog import CALLS_FILE, ResultRecord, RunLogWriter, SpentCall
-from ..compare.trace import Usage, utc_now
+from ..core.model import PROVIDERS
+from ..core.runlog import CALLS_FILE, ResultRecord, RunLogWriter, SpentCall
+from ..core.trace import Usage, utc_now
 from ..providers.endpoint import GatewayServer
 from .config import ConfigError
 from .executors import AppendJournal, WorkerPlan, worker_load_times

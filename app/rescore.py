@@ -14,10 +14,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compare.benchmark import Benchmark, BenchmarkError, create_benchmark
-from ..compare.model import ModelConfig, get_provider
-from ..compare.registry import RegistryError
-from ..compare.runlog import (
+from ..core.benchmark import Benchmark, BenchmarkError, create_benchmark
+from ..core.model import ModelConfig, get_provider
+from ..core.registry import RegistryError
+from ..core.runlog import (
     MANIFEST_FILE,
     RESULTS_FILE,
     RUN_LOG_SCHEMA_VERSION,
@@ -31,9 +31,9 @@ from ..compare.runlog import (
     RunLogWriter,
     read_run,
 )
-from ..compare.scorer import score, scorer_version
-from ..compare.task import Answer, Task
-from ..compare.trace import Trace, utc_now
+from ..core.scorer import score, scorer_version
+from ..core.task import Answer, Task
+from ..core.trace import Trace, utc_now
 from .config import ConfigError, RunConfig, load_plugins, missing_api_keys
 from .identity import process_code_identity
 from .units import RunPlan, Unit, _judge_for

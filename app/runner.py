@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compare import __version__
-from ..compare.benchmark import Benchmark, BenchmarkError, create_benchmark
-from ..compare.context import EndpointFactory
-from ..compare.model import ModelConfig, sampling_conflicts
-from ..compare.registry import RegistryError
-from ..compare.runlog import (
+from ..core import __version__
+from ..core.benchmark import Benchmark, BenchmarkError, create_benchmark
+from ..core.context import EndpointFactory
+from ..core.model import ModelConfig, sampling_conflicts
+from ..core.registry import RegistryError
+from ..core.runlog import (
     MANIFEST_FILE,
     RUN_LOG_SCHEMA_VERSION,
     DriftAllowed,
@@ -46,7 +46,7 @@ from ..compare.runlog import (
     read_records,
     redact_credentials,
 )
-from ..compare.system import (
+from ..core.system import (
     System,
     SystemArgsError,
     create_system,
@@ -55,8 +55,8 @@ from ..compare.system import (
     system_label,
     system_names,
 )
-from ..compare.task import Task
-from ..compare.trace import Trace, utc_now
+from ..core.task import Task
+from ..core.trace import Trace, utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog

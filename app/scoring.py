@@ -26,10 +26,10 @@ from typing import Any
 
 from rich.table import Table
 
-from ..compare.benchmark import Benchmark
-from ..compare.scorer import HEDGED, score
-from ..compare.task import Answer, Task
-from ..compare.trace import RunWarning
+from ..core.benchmark import Benchmark
+from ..core.scorer import HEDGED, score
+from ..core.task import Answer, Task
+from ..core.trace import RunWarning
 from ..evaluators.predictions import Prediction, PredictionError, check_duplicates, read_predictions, read_published
 from ..evaluators.submissions import LINE_FORMATS, detect_format
 

@@ -1,5 +1,5 @@
 """The consoles' safe side: whatever a server, an agent or a dataset wrote (an error body, an answer, a task
-id) reaches the terminal without its escape sequences or control characters (`compare/sanitize.py`), so it
+id) reaches the terminal without its escape sequences or control characters (`core/sanitize.py`), so it
 cannot move the cursor, clear the screen, retitle the window or hide a line."""
 
 from __future__ import annotations
@@ -14,6 +14,6 @@ class TerminalConsole(Console):
     (Rich passes ESC sequences through as they are)."""
 
     def print(self, *objects: Any, **options: Any) -> None:  # type: ignore[override]
-        from ..compare.sanitize import terminal_text  # here: `compare --help` must not load the core
+        from ..core.sanitize import terminal_text  # here: `compare --help` must not load the core
 
         super().print(*(terminal_text(o) if isinstance(o, str) else o for o in objects), **options)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ..compare.benchmark import Benchmark
-from ..compare.context import EndpointFactory, RunContext
-from ..compare.limits import RateLimiter
-from ..compare.model import (
+from ..core.benchmark import Benchmark
+from ..core.context import EndpointFactory, RunContext
+from ..core.limits import RateLimiter
+from ..core.model import (
     PROVIDERS,
     REQUEST_FAULTS,
     MeteredModel,
@@ -29,18 +29,18 @@ from ..compare.model import (
     get_provider,
     unrecovered_failure,
 )
-from ..compare.registry import RegistryError
-from ..compare.runlog import (
+from ..core.registry import RegistryError
+from ..core.runlog import (
     ResultRecord,
     UnitKey,
     record_of,
     trace_path,
 )
-from ..compare.scorer import score
-from ..compare.system import System
-from ..compare.task import Answer, AnswerStatus, QuestionType, Task
-from ..compare.tool import DataUnavailable, FinalToolCall, ToolEnvironment
-from ..compare.trace import BudgetExceeded, Budgets, Trace
+from ..core.scorer import score
+from ..core.system import System
+from ..core.task import Answer, AnswerStatus, QuestionType, Task
+from ..core.tool import DataUnavailable, FinalToolCall, ToolEnvironment
+from ..core.trace import BudgetExceeded, Budgets, Trace
 from ..providers.cache import KeyedProvider, ResponseCache, default_cache_dir
 from ..providers.replay import ReplayLog, ReplayProvider
 from .config import RunConfig

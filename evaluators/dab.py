@@ -60,10 +60,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, ScoringError, reports, versioned
-from ..compare.task import Answer, Gold, QuestionType, Task
-from ..compare.trace import Trace
+from ..core.model import MeteredModel
+from ..core.scorer import Scores, ScoringError, reports, versioned
+from ..core.task import Answer, Gold, QuestionType, Task
+from ..core.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
 from .hedging import flag_hedged
 from .statistics import BootstrapCI, pass_at_k, stratified_bootstrap_ci, stratified_mean

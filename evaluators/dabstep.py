@@ -37,10 +37,10 @@ import math
 import re
 from difflib import SequenceMatcher
 
-from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports, versioned
-from ..compare.task import Answer, Task
-from ..compare.trace import Trace
+from ..core.model import MeteredModel
+from ..core.scorer import Scores, reports, versioned
+from ..core.task import Answer, Task
+from ..core.trace import Trace
 from .hedging import flag_hedged
 
 _NUMERIC_WITH_COMMAS = re.compile(r"^\$?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+[.,]\d+)$")

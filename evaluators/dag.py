@@ -82,10 +82,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports, versioned
-from ..compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
-from ..compare.trace import Trace
+from ..core.model import MeteredModel
+from ..core.scorer import Scores, reports, versioned
+from ..core.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
+from ..core.trace import Trace
 
 ALIASES_FILE = Path(__file__).with_name("tool_aliases.yaml")
 ANSWER = "answer"

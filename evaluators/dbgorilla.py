@@ -53,10 +53,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports, versioned
-from ..compare.task import Answer, Task, ToolCall
-from ..compare.trace import Trace
+from ..core.model import MeteredModel
+from ..core.scorer import Scores, reports, versioned
+from ..core.task import Answer, Task, ToolCall
+from ..core.trace import Trace
 
 FILTERS = ("integer_property_filter", "text_property_filter", "boolean_property_filter")
 AGGREGATIONS = ("integer_property_aggregation", "text_property_aggregation", "boolean_property_aggregation")

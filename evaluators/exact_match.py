@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports, versioned
-from ..compare.task import Answer, QuestionType, Task
-from ..compare.trace import Trace
+from ..core.model import MeteredModel
+from ..core.scorer import Scores, reports, versioned
+from ..core.task import Answer, QuestionType, Task
+from ..core.trace import Trace
 from .hedging import flag_hedged
 
 _LABEL = re.compile(r"^\s*(?:final\s+)?(?:answer|answers)\s*(?:is|are)?\s*[:=]?\s*|^\s*the\s+answer\s+is\s*:?\s*", re.I)

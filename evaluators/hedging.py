@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..compare.scorer import HEDGED
-from ..compare.task import Answer, QuestionType, Task
-from ..compare.trace import RunWarning, Trace
+from ..core.scorer import HEDGED
+from ..core.task import Answer, QuestionType, Task
+from ..core.trace import RunWarning, Trace
 
 _YEAR_ITEM = re.compile(r"[12]\d{3}(?:'?s)?")
 _YEAR = re.compile(r"(?<![\w.])([12]\d{3})(?:'?s)?(?!\w)")

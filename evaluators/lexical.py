@@ -12,10 +12,10 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..compare.model import MeteredModel
-from ..compare.scorer import Scores, reports, versioned
-from ..compare.task import Answer, QuestionType, Task
-from ..compare.trace import Trace
+from ..core.model import MeteredModel
+from ..core.scorer import Scores, reports, versioned
+from ..core.task import Answer, QuestionType, Task
+from ..core.trace import Trace
 
 if TYPE_CHECKING:
     from rouge_score.rouge_scorer import RougeScorer

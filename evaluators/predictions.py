@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare.benchmark import Benchmark, BenchmarkError, PredictionFieldError
-from ..compare.safe_load import DocumentTooComplex, load_json
-from ..compare.task import Answer, Task, answer_from_text
-from ..compare.trace import Phase, ToolCallStep, Trace
+from ..core.benchmark import Benchmark, BenchmarkError, PredictionFieldError
+from ..core.safe_load import DocumentTooComplex, load_json
+from ..core.task import Answer, Task, answer_from_text
+from ..core.trace import Phase, ToolCallStep, Trace
 from .submissions import Submission, SubmissionError, published_formats, read_submission
 
 TOOL_FIELDS = ("tools_executed", "tools_used", "tool_calls")

@@ -57,10 +57,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from ..compare.model import Message, MeteredModel, ModelError
-from ..compare.scorer import Scores, ScoringError, reports, versioned
-from ..compare.task import Answer, QuestionType, Task
-from ..compare.trace import BudgetExceeded, Trace
+from ..core.model import Message, MeteredModel, ModelError
+from ..core.scorer import Scores, ScoringError, reports, versioned
+from ..core.task import Answer, QuestionType, Task
+from ..core.trace import BudgetExceeded, Trace
 
 MAX_ROWS = 20
 DEFAULT_REL_TOL = 0.005

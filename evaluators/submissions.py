@@ -2,7 +2,7 @@
 
 `compare score --predictions FILE [--format NAME]` takes our own JSON Lines (`jsonl`) and every published
 format a registered benchmark names (`Benchmark.published_formats`; each format's reader sits next to its
-benchmark, in `tasks/<benchmark>_published.py`, and `compare/published.py` says what a format is). A plug-in
+benchmark, in `tasks/<benchmark>_published.py`, and `core/published.py` says what a format is). A plug-in
 benchmark's format is read like a built-in one.
 
 The format is recognised from the content when `--format` is not given (the first format that recognises the
@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare.benchmark import BENCHMARKS
-from ..compare.published import Entry, PublishedFormat, Sample, Submission, SubmissionError
+from ..core.benchmark import BENCHMARKS
+from ..core.published import Entry, PublishedFormat, Sample, Submission, SubmissionError
 
 __all__ = ["Entry", "PublishedFormat", "Submission", "SubmissionError", "detect_format", "read_submission"]
 

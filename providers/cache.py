@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..compare.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
-from ..compare.runlog import redact_credentials
-from ..compare.trace import CachedCall, ModelCallStep, Usage, utc_now
+from ..core.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.runlog import redact_credentials
+from ..core.trace import CachedCall, ModelCallStep, Usage, utc_now
 
 CACHE_FORMAT = 1
 log = logging.getLogger(__name__)

@@ -33,9 +33,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from ..compare.context import Endpoint
-from ..compare.model import MeteredModel, ModelError, ModelResponse
-from ..compare.trace import BudgetExceeded
+from ..core.context import Endpoint
+from ..core.model import MeteredModel, ModelError, ModelResponse
+from ..core.trace import BudgetExceeded
 from .openai_protocol import request_from_openai, response_to_openai, stream_chunks
 
 log = logging.getLogger(__name__)

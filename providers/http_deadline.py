@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
-from ..compare.model import ModelError, RetrySettings
+from ..core.model import ModelError, RetrySettings
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from ..compare.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
-from ..compare.task import ToolCall
-from ..compare.trace import Usage
+from ..core.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.task import ToolCall
+from ..core.trace import Usage
 
 DEFAULT_N_CTX = 8192
 DEFAULT_THREADS = 2

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
-from ..compare.trace import Usage
+from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.trace import Usage
 from .http_deadline import (
     deadline,
     deadline_client,

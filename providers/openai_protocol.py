@@ -14,9 +14,9 @@ import time
 import uuid
 from typing import Any, Literal
 
-from ..compare.model import Message, ModelRequest, ModelResponse, ToolSpec
-from ..compare.task import ToolCall
-from ..compare.trace import Usage
+from ..core.model import Message, ModelRequest, ModelResponse, ToolSpec
+from ..core.task import ToolCall
+from ..core.trace import Usage
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from openrouter import OpenRouter, components
 from openrouter import errors as sdk_errors
 from pydantic import BaseModel, ConfigDict, create_model
 
-from ..compare.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
-from ..compare.trace import Usage
+from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.trace import Usage
 from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
 from .openai_http import error_message, parse_reply, usage_on_error
 from .openai_protocol import arguments_defect, request_to_openai, response_from_openai

@@ -16,9 +16,9 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Literal
 
-from ..compare.model import CallContext, ModelConfig, ModelError, ModelRequest, ModelResponse
-from ..compare.runlog import ResultRecord, RunLogError, UnitKey, read_run
-from ..compare.trace import ModelCallStep, Trace
+from ..core.model import CallContext, ModelConfig, ModelError, ModelRequest, ModelResponse
+from ..core.runlog import ResultRecord, RunLogError, UnitKey, read_run
+from ..core.trace import ModelCallStep, Trace
 from .cache import KeyedProvider, PendingCall, cached_mark, response_of
 
 Role = Literal["system", "judge"]

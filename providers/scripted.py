@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..compare.model import CallContext, Message, ModelConfig, ModelProvider, ModelRequest, ModelResponse
-from ..compare.task import ToolCall
-from ..compare.trace import Usage
+from ..core.model import CallContext, Message, ModelConfig, ModelProvider, ModelRequest, ModelResponse
+from ..core.task import ToolCall
+from ..core.trace import Usage
 
 Responder = Callable[[ModelRequest, CallContext], Message | ModelResponse]
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..compare.benchmark import ReportTableSpec, benchmark_class
-from ..compare.model import ModelConfig
-from ..compare.runlog import RunLog
-from ..compare.trace import Trace
+from ..core.benchmark import ReportTableSpec, benchmark_class
+from ..core.model import ModelConfig
+from ..core.runlog import RunLog
+from ..core.trace import Trace
 from . import exports, failures, html, plots, tables
 from .cells import ReportTable
 from .costs import amortised_cost_per_task, cost_per_task, index_shares

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 
 from pydantic import BaseModel, Field
 
-from ..compare.benchmark import ReportMetric
-from ..compare.runlog import ResultRecord
+from ..core.benchmark import ReportMetric
+from ..core.runlog import ResultRecord
 from ..evaluators.statistics import bootstrap_ci
 from .summary import judged, per_task, ran, reader
 

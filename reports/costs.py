@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from ..compare.runlog import Manifest
+from ..core.runlog import Manifest
 from .runs import ReportData, row_names
 from .summary import SummaryRow
 

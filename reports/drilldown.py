@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..compare.runlog import ResultRecord
-from ..compare.trace import MessageStep, ModelCallStep, Step, Trace
+from ..core.runlog import ResultRecord
+from ..core.trace import MessageStep, ModelCallStep, Step, Trace
 from .cells import answer_text, cut
 from .failures import failure_mode
 from .runs import ReportData

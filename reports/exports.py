@@ -13,8 +13,8 @@ from typing import Any
 
 import duckdb
 
-from ..compare.runlog import ResultRecord, UnitKey, redact_credentials, secret_forms
-from ..compare.sanitize import spreadsheet_cell
+from ..core.runlog import ResultRecord, UnitKey, redact_credentials, secret_forms
+from ..core.sanitize import spreadsheet_cell
 from .cells import ReportTable, answer_text
 from .failures import failure_mode
 from .judged import Verdict

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from ..compare.model import REQUEST_FAULTS
-from ..compare.runlog import ResultRecord
-from ..compare.trace import Phase, Trace
+from ..core.model import REQUEST_FAULTS
+from ..core.runlog import ResultRecord
+from ..core.trace import Phase, Trace
 from .cells import Cell, ReportTable, count, label, link_of, plain
 from .runs import ReportData
 from .summary import BUDGET_STATUSES, correctness, judged

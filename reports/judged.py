@@ -27,9 +27,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compare.model import Message, MeteredModel, ModelConfig, ModelError, get_provider
-from ..compare.runlog import ResultRecord, UnitKey, write_json
-from ..compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, Usage
+from ..core.model import Message, MeteredModel, ModelConfig, ModelError, get_provider
+from ..core.runlog import ResultRecord, UnitKey, write_json
+from ..core.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, Usage
 from .cells import Cell, ReportTable, answer_text, count, cut, label, link_of
 from .failures import failure_mode
 from .runs import ReportData

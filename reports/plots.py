@@ -29,7 +29,7 @@ from typing import Any
 import altair as alt
 import vl_convert
 
-from ..compare.benchmark import benchmark_class
+from ..core.benchmark import benchmark_class
 from ..evaluators.dab import pass_at_k_table
 from .cells import has_score, mean_cell, score
 from .costs import amortised_cost_per_task, cost_per_task, index_shares

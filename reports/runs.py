@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..compare.benchmark import create_benchmark
-from ..compare.runlog import ResultRecord, RunLog, RunLogError, UnitKey, read_run
-from ..compare.trace import Trace
+from ..core.benchmark import create_benchmark
+from ..core.runlog import ResultRecord, RunLog, RunLogError, UnitKey, read_run
+from ..core.trace import Trace
 from .summary import SummaryRow, summarize
 
 

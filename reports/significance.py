@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist, stdev
 
-from ..compare.runlog import ResultRecord
+from ..core.runlog import ResultRecord
 from ..evaluators.statistics import BOOTSTRAP_MIN_TASKS, bootstrap_ci
 from .cells import Cell, ReportTable, label
 from .costs import cost_per_task

@@ -38,10 +38,10 @@ from pydantic import BaseModel
 from rich.table import Table
 from rich.text import Text
 
-from ..compare.benchmark import ACCURACY, ReportMetric, benchmark_class
-from ..compare.model import REQUEST_FAULTS
-from ..compare.runlog import Manifest, ResultRecord
-from ..compare.trace import RunWarning
+from ..core.benchmark import ACCURACY, ReportMetric, benchmark_class
+from ..core.model import REQUEST_FAULTS
+from ..core.runlog import Manifest, ResultRecord
+from ..core.trace import RunWarning
 from ..evaluators.statistics import (
     BOOTSTRAP_MIN_TASKS,
     bootstrap_ci,

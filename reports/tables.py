@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from ..compare.benchmark import ReportMetric, ReportTableSpec, benchmark_class
-from ..compare.runlog import ResultRecord
+from ..core.benchmark import ReportMetric, ReportTableSpec, benchmark_class
+from ..core.runlog import ResultRecord
 from ..evaluators.dab import pass_at_k_table
 from ..evaluators.statistics import bootstrap_ci
 from .cells import Cell, ReportTable, count, expand, label, link_of, mean_cell, plain, present, reader

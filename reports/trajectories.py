@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..compare.benchmark import ReportTableSpec
-from ..compare.trace import Phase, Trace
+from ..core.benchmark import ReportTableSpec
+from ..core.trace import Phase, Trace
 from .cells import ReportTable, count, label, plain
 from .failures import is_exploring
 from .runs import ReportData

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from ..compare import ANSWER_TOOL, Endpoint, prompt_hash
+from ..core import ANSWER_TOOL, Endpoint, prompt_hash
 from ..workflows.multi_agent import SPECIALIST_ROLES, SPECIALIST_SYSTEM, SPECIALIST_TOOLS, WRITER_SYSTEM
 from .bridge import (
     AGENT_HEADER,

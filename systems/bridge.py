@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ..compare import (
+from ..core import (
     ANSWER_TOOL,
     Answer,
     BudgetExceeded,
@@ -49,7 +49,7 @@ from ..compare import (
     ToolSpec,
     prompt_hash,
 )
-from ..compare.system import SystemSetup
+from ..core.system import SystemSetup
 from ..workflows.tool_use import TOOL_USE_SYSTEM, TOOL_USE_VERSION
 
 # The tool-use workflow's own prompt: with the same model, tools, budgets and prompt, what differs between

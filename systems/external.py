@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..compare import Answer, RunContext, System, Task, register_system
-from ..compare.system import SystemSetup
+from ..core import Answer, RunContext, System, Task, register_system
+from ..core.system import SystemSetup
 from .bridge import FRAMEWORK_SYSTEM, AgentSession
 from .environments import BuiltEnvironment, EnvironmentBuildError, Requirements, ensure_environment
 from .mcp_server import shared_tool_server
@@ -426,7 +426,7 @@ def load_external_systems(path: Path) -> list[str]:
     returns their names. A wrong entry raises ExternalSystemError naming the file, system and field."""
     import yaml
 
-    from ..compare.safe_load import DocumentTooComplex, load_yaml
+    from ..core.safe_load import DocumentTooComplex, load_yaml
 
     try:
         data = load_yaml(path.read_text(encoding="utf-8")) or {}

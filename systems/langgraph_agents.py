@@ -37,7 +37,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
-from ..compare import ANSWER_TOOL, Endpoint, prompt_hash
+from ..core import ANSWER_TOOL, Endpoint, prompt_hash
 from ..workflows.planning import ANSWER_SYSTEM, MAX_PLAN_STEPS, PLAN_SYSTEM, REPLAN_PROMPT, plan_schema
 from .bridge import (
     AGENT_HEADER,

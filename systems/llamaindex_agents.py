@@ -33,8 +33,8 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..compare import DataSourceKind, Endpoint, Task
-from ..compare.system import SystemSetup
+from ..core import DataSourceKind, Endpoint, Task
+from ..core.system import SystemSetup
 from .bridge import (
     AGENT_HEADER,
     AgentSession,

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..compare import ToolResult
+from ..core import ToolResult
 from .bridge import AgentSession
 
 if TYPE_CHECKING:

@@ -48,8 +48,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..compare import Answer, RunContext, Task
-from ..compare.model import ModelError
+from ..core import Answer, RunContext, Task
+from ..core.model import ModelError
 from .environments import (
     BuiltEnvironment,
     EnvironmentBuildError,

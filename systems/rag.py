@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
-from ..compare import (
+from ..core import (
     Answer,
     BudgetExceeded,
     Message,
@@ -47,8 +47,8 @@ from ..compare import (
     ToolSpec,
     prompt_hash,
 )
-from ..compare.system import SystemSetup
-from ..compare.tool import ToolError, to_json
+from ..core.system import SystemSetup
+from ..core.tool import ToolError, to_json
 from ..workflows.planning import ANSWER_REFUSED, answer_from_results
 from .rag_graph import (
     EXTRACT_SYSTEM,

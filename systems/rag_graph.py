@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..compare import Message
+from ..core import Message
 from ..tools.documents import embed
 from .rag_index import Corpus, Indexer, Passage, index_key
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare import (
+from ..core import (
     Budgets,
     DataSource,
     DataSourceKind,
@@ -50,10 +50,10 @@ from ..compare import (
     ToolSettings,
     Trace,
 )
-from ..compare.model import GenerationSettings, RetrySettings
-from ..compare.runlog import write_json
-from ..compare.system import SystemSetup
-from ..compare.trace import ModelCallStep
+from ..core.model import GenerationSettings, RetrySettings
+from ..core.runlog import write_json
+from ..core.system import SystemSetup
+from ..core.trace import ModelCallStep
 from ..tools import text_columns
 from ..tools.documents import INDEX_VERSION, Chunk, DocumentIndex, chunk_markdown, corpus_files
 from ..tools.files import source_path

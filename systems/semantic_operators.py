@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 
-from ..compare import Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
-from ..compare.system import SystemSetup
-from ..compare.tool import ToolResult
+from ..core import Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
+from ..core.system import SystemSetup
+from ..core.tool import ToolResult
 from ..workflows.planning import ANSWER_REFUSED, ANSWER_SYSTEM, answer_from_results
 from .bridge import distribution_versions, offline_environment
 

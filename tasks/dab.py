@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
-from ..compare.benchmark import Benchmark, BenchmarkError, ReportTableSpec, TaskLoadError
-from ..compare.safe_load import DocumentTooComplex, load_yaml
-from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
-from ..compare.tool import Tool, ToolSettings
+from ..core.benchmark import Benchmark, BenchmarkError, ReportTableSpec, TaskLoadError
+from ..core.safe_load import DocumentTooComplex, load_yaml
+from ..core.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
+from ..core.tool import Tool, ToolSettings
 from ..evaluators.dab import leaderboard_pass_at_k, missing_scaffold, pass_at_k_table
 from ..evaluators.predictions import text_answer
 from ..tools import SQL_KINDS, check_kinds, offered
@@ -63,7 +63,7 @@ from .dab_published import DAB_LEADERBOARD
 from .records import collect, is_lfs_pointer, json_object, read_json, read_lines, read_text
 
 if TYPE_CHECKING:
-    from ..compare.runlog import ResultRecord
+    from ..core.runlog import ResultRecord
 
 BENCHMARK = "dab"
 CONFIG_FILE = "db_config.yaml"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json
+from ..core.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json
 
 # The 12 datasets of DAB's final release as the leaderboard spells them.
 DAB_DATASETS = (

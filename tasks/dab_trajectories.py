@@ -33,9 +33,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..compare.safe_load import DocumentTooComplex, load_json
-from ..compare.task import Answer, AnswerStatus, ToolCall
-from ..compare.trace import ModelCallStep, PhaseRules, ToolCallStep, Trace, Usage
+from ..core.safe_load import DocumentTooComplex, load_json
+from ..core.task import Answer, AnswerStatus, ToolCall
+from ..core.trace import ModelCallStep, PhaseRules, ToolCallStep, Trace, Usage
 from ..tools.dab import DAB_TOOL_NAMES, ReturnAnswerTool
 
 FINAL_FILE, LLM_FILE, TOOL_FILE = "final_agent.json", "llm_calls.jsonl", "tool_calls.jsonl"

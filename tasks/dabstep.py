@@ -37,9 +37,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..compare.benchmark import Benchmark, ReportTableSpec, TaskLoadError
-from ..compare.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
-from ..compare.tool import Tool, ToolSettings
+from ..core.benchmark import Benchmark, ReportTableSpec, TaskLoadError
+from ..core.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
+from ..core.tool import Tool, ToolSettings
 from ..evaluators.predictions import text_answer
 from ..tools import default_tools
 from .dabstep_published import DABSTEP_SUBMISSION

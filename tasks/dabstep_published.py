@@ -3,7 +3,7 @@ reasoning_trace?}`, our own DABstep lines (`reasoning_trace` ignored), so read l
 
 from __future__ import annotations
 
-from ..compare.published import PublishedFormat, Sample
+from ..core.published import PublishedFormat, Sample
 
 
 def recognizes(sample: Sample) -> bool:

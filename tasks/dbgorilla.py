@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..compare.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
-from ..compare.safe_load import DocumentTooComplex, load_json
-from ..compare.task import Answer, Gold, QuestionType, Task, ToolCall
-from ..compare.tool import Tool, ToolSettings
+from ..core.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
+from ..core.safe_load import DocumentTooComplex, load_json
+from ..core.task import Answer, Gold, QuestionType, Task, ToolCall
+from ..core.tool import Tool, ToolSettings
 from ..evaluators.dbgorilla import prediction_from_tool_call, summarize_dbgorilla
 from ..tools import offered
 from ..tools.function_call import function_call_tools

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json
+from ..core.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json
 
 
 def recognizes(sample: Sample) -> bool:

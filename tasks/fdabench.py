@@ -53,8 +53,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..compare.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
-from ..compare.task import (
+from ..core.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
+from ..core.task import (
     Answer,
     DataSource,
     DataSourceKind,
@@ -65,7 +65,7 @@ from ..compare.task import (
     answer_from_text,
     answer_from_tool,
 )
-from ..compare.tool import Tool, ToolSettings
+from ..core.tool import Tool, ToolSettings
 from ..tools import default_tools
 from .fdabench_published import FDABENCH_RESULTS
 from .records import collect, json_object, read_lines

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..compare.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json, text_lines
+from ..core.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json, text_lines
 
 
 def recognizes(sample: Sample) -> bool:

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..compare.benchmark import TaskLoadError, TaskLoadErrors
-from ..compare.safe_load import DocumentTooComplex, load_json
+from ..core.benchmark import TaskLoadError, TaskLoadErrors
+from ..core.safe_load import DocumentTooComplex, load_json
 
 R = TypeVar("R")
 T = TypeVar("T")

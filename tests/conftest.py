@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from data_agent_compare.compare import ModelConfig
-from data_agent_compare.compare.model import forget_provider
+from data_agent_compare.core import ModelConfig
+from data_agent_compare.core.model import forget_provider
 
 from helpers import Responder, scripted_provider
 

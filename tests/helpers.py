@@ -33,7 +33,7 @@ import pytest
 
 from data_agent_compare.app.config import RunConfig
 from data_agent_compare.app.runner import RunPlan, execute
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     PROVIDERS,
     SYSTEMS,
     Benchmark,
@@ -56,7 +56,7 @@ from data_agent_compare.compare import (
     register_provider,
     register_system,
 )
-from data_agent_compare.compare.model import forget_provider
+from data_agent_compare.core.model import forget_provider
 from data_agent_compare.providers.scripted import ScriptedProvider
 from data_agent_compare.tools.postgres import PostgresUnavailable, find_bin_dir
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..compare.task import DataSourceKind, Task
-from ..compare.tool import DataUnavailable, Tool, ToolError, ToolSettings
+from ..core.task import DataSourceKind, Task
+from ..core.tool import DataUnavailable, Tool, ToolError, ToolSettings
 from .answer import AnswerTool
 from .files import ListFilesTool, ReadFileTool
 from .frozen_search import frozen_search_tools

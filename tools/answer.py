@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compare.prompt import ANSWER_TOOL
-from ..compare.task import QuestionType, Task
-from ..compare.tool import Tool, ToolResult
+from ..core.prompt import ANSWER_TOOL
+from ..core.task import QuestionType, Task
+from ..core.tool import Tool, ToolResult
 
 _DESCRIPTIONS = {
     QuestionType.SINGLE_CHOICE: "Give the final answer: the letter of the one correct option.",

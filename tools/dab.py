@@ -29,8 +29,8 @@ from typing import Any
 
 from bson.decimal128 import Decimal128
 
-from ..compare.task import DataSource, DataSourceKind, Task, ToolCall, answer_from_tool
-from ..compare.tool import DataUnavailable, FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
+from ..core.task import DataSource, DataSourceKind, Task, ToolCall, answer_from_tool
+from ..core.tool import DataUnavailable, FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
 from .files import source_path
 from .mongo import ENGINE, MongoQueryError, MongoWorker
 from .python_sandbox import PythonTool

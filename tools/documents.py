@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import faiss
 import numpy as np
 
-from ..compare.task import DataSource
-from ..compare.tool import DataUnavailable, Tool, ToolResult, ToolSettings
+from ..core.task import DataSource
+from ..core.tool import DataUnavailable, Tool, ToolResult, ToolSettings
 from .files import source_path
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..compare.task import DataSource
-from ..compare.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
+from ..core.task import DataSource
+from ..core.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
 
 MAX_LIST_ENTRIES = 1000
 

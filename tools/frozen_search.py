@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ..compare.tool import Tool, ToolResult
+from ..core.tool import Tool, ToolResult
 
 FROZEN_SOURCES = {"frozen_web_search": "web_search", "frozen_vector_search": "search_documents"}
 DESCRIPTIONS = {

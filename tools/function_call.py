@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compare.model import ToolSpec
-from ..compare.task import Task, ToolCall
-from ..compare.tool import FinalToolCall, Tool, ToolResult
+from ..core.model import ToolSpec
+from ..core.task import Task, ToolCall
+from ..core.tool import FinalToolCall, Tool, ToolResult
 
 ANY_ARGUMENTS: dict[str, Any] = {"type": "object"}
 

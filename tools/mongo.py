@@ -55,8 +55,8 @@ from bson.codec_options import CodecOptions, DatetimeConversion
 from mongomock.aggregate import process_pipeline
 from mongomock.collection import Collection, Cursor
 
-from ..compare.safe_load import MAX_DEPTH, DocumentTooComplex, check_depth
-from ..compare.tool import ToolError
+from ..core.safe_load import MAX_DEPTH, DocumentTooComplex, check_depth
+from ..core.tool import ToolError
 from .worker_process import WorkerDied, WorkerProcess, WorkerTimedOut
 
 ENGINE = f"mongomock {mongomock.__version__}"  # named in list_db output, so traces say what answered

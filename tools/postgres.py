@@ -64,8 +64,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..compare.runlog import register_secret
-from ..compare.task import DataSource, DataSourceKind, Task
+from ..core.runlog import register_secret
+from ..core.task import DataSource, DataSourceKind, Task
 from .pg_dump import DumpReader, DumpRefused, Statement
 
 log = logging.getLogger(__name__)

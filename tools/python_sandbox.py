@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from ..compare.tool import Tool, ToolError, ToolResult, ToolSettings
+from ..core.tool import Tool, ToolError, ToolResult, ToolSettings
 from .sandbox_memory import describe as describe_memory
 from .sandbox_memory import memory_mode, sandbox_cgroup
 from .seccomp import SeccompUnavailable, seccomp_program

@@ -56,8 +56,8 @@ from psycopg.types.string import TextLoader
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from ..compare.task import DataSource, DataSourceKind
-from ..compare.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
+from ..core.task import DataSource, DataSourceKind
+from ..core.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
 from .files import source_path
 from .worker_process import WorkerDied, WorkerProcess, WorkerTimedOut
 

@@ -27,7 +27,7 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..compare.tool import ToolError
+from ..core.tool import ToolError
 from .sql import CRASHED, Database
 
 WORKER_MEMORY_BYTES = 1 << 30  # RLIMIT_AS of a worker: DuckDB's memory_limit plus the interpreter and results

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..compare.task import DataSource, DataSourceKind, Task
-from ..compare.tool import ToolError, ToolSettings
+from ..core.task import DataSource, DataSourceKind, Task
+from ..core.tool import ToolError, ToolSettings
 from .documents import Chunk, chunk_text
 from .files import source_path
 

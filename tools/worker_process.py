@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..compare.tool import TOOL_DEADLINE, ToolError
+from ..core.tool import TOOL_DEADLINE, ToolError
 
 CALL_GRACE_S = 1.0  # beyond the query timeout: the engine's own timeout answers first when it can
 OPEN_TIMEOUT_S = 300.0  # starting the child and loading the engine (a Mongo dump is loaded there)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import jsonschema
 
-from ..compare import (
+from ..core import (
     ANSWER_TOOL,
     Answer,
     BudgetExceeded,

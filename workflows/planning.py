@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..compare import (
+from ..core import (
     ANSWER_TOOL,
     Answer,
     BudgetExceeded,
@@ -39,7 +39,7 @@ from ..compare import (
     ToolSpec,
     prompt_hash,
 )
-from ..compare.tool import to_json
+from ..core.tool import to_json
 
 PLANNING_VERSION = "1"
 PLAN_SYSTEM = """You are a data analyst agent. Before acting, write a plan: an ordered list of at most 6 tool calls \

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare import (
+from ..core import (
     ANSWER_TOOL,
     Answer,
     BudgetExceeded,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compare import ANSWER_TOOL, Answer, BudgetExceeded, Message, RunContext, System, Task, ToolCall, prompt_hash
+from ..core import ANSWER_TOOL, Answer, BudgetExceeded, Message, RunContext, System, Task, ToolCall, prompt_hash
 
 TOOL_USE_VERSION = "1"
 TOOL_USE_SYSTEM = """You are a data analyst agent. You answer questions about the data sources listed below by \

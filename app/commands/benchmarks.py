@@ -19,7 +19,7 @@ class BenchmarksOptions:
 
 def benchmarks(options: BenchmarksOptions) -> None:
     """The registered benchmarks: name, description, scorers, whether --tasks-path is needed."""
-    from ...compare.benchmark import BENCHMARKS
+    from ...core.benchmark import BENCHMARKS
 
     load_plugins(options.plugin)
     rows = [

@@ -15,7 +15,7 @@ import typer
 from ..terminal import TerminalConsole
 
 if TYPE_CHECKING:
-    from ...compare.benchmark import Benchmark
+    from ...core.benchmark import Benchmark
 
 # Both strip escape sequences from what they print: messages quote servers, agents and datasets (issue 26).
 console = TerminalConsole(stderr=True)  # messages, warnings, progress
@@ -30,7 +30,7 @@ Options = TypeVar("Options")
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """One line `error: ...` on stderr (credentials redacted); raise what it returns."""
-    from ...compare.runlog import redact_credentials
+    from ...core.runlog import redact_credentials
 
     text = redact_credentials(message).replace("[", "\\[")  # a message is text, not Rich markup
     console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
@@ -83,8 +83,8 @@ def load_plugins(plugins: list[str] | None) -> None:
 
 def benchmark_at(name: str, path: Path | None, **options: Any) -> Benchmark:
     """The named benchmark on its files; an unknown name or unreadable files: exit 2."""
-    from ...compare.benchmark import BenchmarkError, create_benchmark
-    from ...compare.registry import RegistryError
+    from ...core.benchmark import BenchmarkError, create_benchmark
+    from ...core.registry import RegistryError
 
     try:
         return create_benchmark(name, path, **options)

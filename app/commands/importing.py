@@ -27,7 +27,7 @@ class ImportOptions:
 
 def import_run(options: ImportOptions) -> None:
     """Turn published agent trajectories into a run directory every other command reads (compare report)."""
-    from ...compare.benchmark import BenchmarkError
+    from ...core.benchmark import BenchmarkError
     from ..importer import IMPORT_FORMATS, ImportFailed, import_trajectories
 
     if options.fmt not in IMPORT_FORMATS:

@@ -39,7 +39,7 @@ def print_listing(title: str, columns: list[str], rows: list[list[str]], as_json
 
 def registered(registry: Any) -> list[tuple[str, Any, str]]:
     """(name, loaded object, where it comes from) of every entry; one that cannot be loaded: exit 2."""
-    from ...compare.registry import RegistryError
+    from ...core.registry import RegistryError
 
     try:
         return [(name, registry.load(name), _source(entry.origin)) for name, entry in registry.entries().items()]

@@ -13,7 +13,7 @@ from .common import fail
 from .listing import print_listing
 
 if TYPE_CHECKING:
-    from ...compare.model import Price
+    from ...core.model import Price
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class ModelsOptions:
 
 def models(options: ModelsOptions) -> None:
     """The model aliases of configs/models.yaml: provider, model id and prices (USD per million tokens)."""
-    from ...compare.model import PROVIDERS, unpriced
+    from ...core.model import PROVIDERS, unpriced
     from ..config import ConfigError, load_model_table
 
     if options.prices_from_openrouter:

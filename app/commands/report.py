@@ -12,7 +12,7 @@ from .common import fail
 from .reporting import write_report, write_summary
 
 if TYPE_CHECKING:
-    from ...compare.runlog import RunLog
+    from ...core.runlog import RunLog
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def report(options: ReportOptions) -> None:
 def _running(run_dirs: list[Path], out: Path | None) -> bool:
     """Whether a run directory is being written by a running `compare` now. Its own files (summary.md, the
     report) are the run's to write when it ends: a report of it goes to another --out, else is refused."""
-    from ...compare.runlog import run_dir_holder
+    from ...core.runlog import run_dir_holder
 
     for run_dir in run_dirs:
         holder = run_dir_holder(run_dir)
@@ -67,7 +67,7 @@ def _failure_judge(name: str | None) -> Any:
     """The judge's model, resolved and loaded before anything is written; a bad name or a missing key: exit 2."""
     if name is None:
         return None
-    from ...compare.model import get_provider
+    from ...core.model import get_provider
     from ..config import ConfigError, RunConfig, missing_api_keys, resolve_models
 
     try:

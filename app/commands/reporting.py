@@ -12,12 +12,12 @@ from . import common
 from .common import EXIT_WRITE_FAILED, fail
 
 if TYPE_CHECKING:
-    from ...compare.runlog import ResultRecord, RunLog
+    from ...core.runlog import ResultRecord, RunLog
 
 
 def write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> RunLog:
     """Write summary.md (into `to` or the run directory) and print the table; returns the run log it read."""
-    from ...compare.runlog import RunLogError, read_run
+    from ...core.runlog import RunLogError, read_run
     from ...reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
     from ...reports.summary import warning_lines
 
@@ -52,7 +52,7 @@ def write_report(
     judge: Any = None,
 ) -> None:
     """The comparison report; after a run, a report that cannot be built is a warning, not the run's failure."""
-    from ...compare.runlog import redact_credentials
+    from ...core.runlog import redact_credentials
     from ...reports import ReportError, build_report  # charts and the browser bundle load only when needed
 
     console = common.console
@@ -119,7 +119,7 @@ def _spend_lines(run: RunLog) -> list[str]:
 
 def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
     """The benchmark's own summary section; none when the benchmark is not registered here."""
-    from ...compare.benchmark import BENCHMARKS
+    from ...core.benchmark import BENCHMARKS
 
     if name not in BENCHMARKS:
         common.console.print(

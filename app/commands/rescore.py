@@ -22,7 +22,7 @@ class RescoreOptions:
 def rescore(options: RescoreOptions) -> None:
     """Score a run's records again with today's scorers into a new run directory (with its summary and
     report); its manifest records the scorer versions before and after."""
-    from ...compare.runlog import RunLogError
+    from ...core.runlog import RunLogError
     from ..config import ConfigError
     from ..rescore import rescore as score_again
 

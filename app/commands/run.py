@@ -141,7 +141,7 @@ def run(options: RunOptions) -> None:
 def _systems(workflows: str | None, systems: str | None) -> list[str] | None:
     """--workflows and --systems name systems alike; `--systems all` is every registered system but the
     workflow variants (frameworks, semantic operators, RAG), `--workflows all` the four workflows."""
-    from ...compare.system import SYSTEMS
+    from ...core.system import SYSTEMS
 
     named = [*(split(workflows) or []), *(split(systems) or [])]
     if systems and "all" in (split(systems) or []):
@@ -174,7 +174,7 @@ def _generation_flags(given: dict[str, float | int | None]) -> dict[str, float |
     """The sampling flags given, checked here so that a bad value names its flag (exit 2)."""
     from pydantic import ValidationError
 
-    from ...compare.model import GenerationSettings
+    from ...core.model import GenerationSettings
 
     flags = {name: value for name, value in given.items() if value is not None}
     try:

@@ -21,7 +21,7 @@ from . import common
 from .common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_WRITE_FAILED, fail
 
 if TYPE_CHECKING:
-    from ...compare.runlog import ResultRecord
+    from ...core.runlog import ResultRecord
     from ..units import RunPlan
 
 
@@ -36,7 +36,7 @@ def _raise_terminated(signum: int, frame: object) -> None:
 def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) -> int:
     """Run the plan's units (those not yet recorded, when resuming), then write its summary and report;
     the exit status: 1 if a unit ended with an error, else 0."""
-    from ...compare.runlog import RunLogError, read_records, redact_credentials
+    from ...core.runlog import RunLogError, read_records, redact_credentials
     from ..config import ConfigError
     from ..executors import executor_warnings
     from ..plain_progress import PlainProgress
@@ -148,7 +148,7 @@ def progress_line(counts: Any) -> str:
 
 def _price_warnings(plan: RunPlan) -> list[str]:
     """Said before the run: a model whose cost will be unknown (no price, a backend that bills), not $0."""
-    from ...compare.model import unpriced
+    from ...core.model import unpriced
 
     models = {model.alias: model for model in [*plan.models, *([plan.judge] if plan.judge else [])]}
     return [

@@ -13,7 +13,7 @@ from . import common
 from .common import benchmark_at, fail
 
 if TYPE_CHECKING:
-    from ...compare.benchmark import Benchmark
+    from ...core.benchmark import Benchmark
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def score(options: ScoreOptions) -> None:
     benchmark's leaderboard aggregate. A published file that is malformed, or a prediction given twice
     (twice for one run, in a format with runs), is refused with exit status 2 naming the entries.
     Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
-    from ...compare.benchmark import BenchmarkError
+    from ...core.benchmark import BenchmarkError
     from ...evaluators.submissions import FORMATS, SubmissionError
     from ..scoring import aggregate_table, finish, metric_table, read_inputs, score_predictions, write_aggregate
 

@@ -19,7 +19,7 @@ class SystemsOptions:
 
 def systems(options: SystemsOptions) -> None:
     """The registered systems: name, kind, one-line description and where each comes from."""
-    from ...compare.system import SYSTEMS
+    from ...core.system import SYSTEMS
 
     load_plugins(options.plugin)
     rows = [[name, cls.kind, cls.summary(), origin] for name, cls, origin in registered(SYSTEMS)]

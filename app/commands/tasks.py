@@ -14,7 +14,7 @@ from . import common
 from .common import benchmark_at, fail
 
 if TYPE_CHECKING:
-    from ...compare.task import Task
+    from ...core.task import Task
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class TasksOptions:
 
 def tasks(options: TasksOptions) -> None:
     """Load and validate a benchmark without running anything: counts by type, level and data availability."""
-    from ...compare.benchmark import BenchmarkError, TaskLoadError, TaskLoadErrors
+    from ...core.benchmark import BenchmarkError, TaskLoadError, TaskLoadErrors
 
     path = options.tasks_path or options.path
     bench = benchmark_at(options.benchmark, path)

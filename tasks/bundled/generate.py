@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
-from ...compare.task import (
+from ...core.task import (
     AltGroup,
     DagEdge,
     DagNode,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...compare.task import Rubric, RubricDimension
+from ...core.task import Rubric, RubricDimension
 
 # ---------------------------------------------------------------- query results
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ...compare.benchmark import Benchmark, TaskLoadError
-from ...compare.task import Answer, DataSource, Task
-from ...compare.tool import Tool, ToolSettings
+from ...core.benchmark import Benchmark, TaskLoadError
+from ...core.task import Answer, DataSource, Task
+from ...core.tool import Tool, ToolSettings
 from ...tools import default_tools
 from ..fdabench import FdaBench, fdabench_prediction, fdabench_tables
 from ..records import collect, json_object, read_lines

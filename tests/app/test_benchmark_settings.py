@@ -16,7 +16,7 @@ from psycopg import sql
 
 from data_agent_compare.app.config import ConfigError, RunConfig, load_run_config
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import BenchmarkError, Message
+from data_agent_compare.core import BenchmarkError, Message
 from data_agent_compare.tasks.dab import DabSettings, DataAgentBench, load_dab
 from data_agent_compare.tools.postgres import PostgresCluster
 

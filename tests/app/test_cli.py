@@ -195,7 +195,7 @@ def test_report_refuses_a_run_log_from_a_newer_suite_naming_both_versions(tmp_pa
     import json
 
     from data_agent_compare.app.runner import execute
-    from data_agent_compare.compare.runlog import RUN_LOG_SCHEMA_VERSION
+    from data_agent_compare.core.runlog import RUN_LOG_SCHEMA_VERSION
     from data_agent_compare.providers.scripted import tool_call_message
 
     from helpers import load_tasks, make_plan

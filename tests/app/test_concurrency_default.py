@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_agent_compare.compare.model import ModelConfig
+from data_agent_compare.core.model import ModelConfig
 
 from helpers import load_tasks, make_plan
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 
 from helpers import FIXTURES, ROOT, compare_command
 
@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.compare import Message, register_provider
-from data_agent_compare.compare.scorer import register_scorer, reports
+from data_agent_compare.core import Message, register_provider
+from data_agent_compare.core.scorer import register_scorer, reports
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.tools import default_tools
 

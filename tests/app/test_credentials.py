@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
-from data_agent_compare.compare import runlog
-from data_agent_compare.compare.runlog import redact_credentials, register_secret
+from data_agent_compare.core import runlog
+from data_agent_compare.core.runlog import redact_credentials, register_secret
 
 from helpers import FIXTURES, FakeOpenAIServer, FakeResponse, RecordedRequest, tool_call_response
 

@@ -14,9 +14,9 @@ from data_agent_compare.app import identity
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.config import ConfigError
 from data_agent_compare.app.runner import execute, plan_replay
-from data_agent_compare.compare import CallContext, Message, ModelRequest, create_benchmark
-from data_agent_compare.compare.runlog import read_manifest, read_run
-from data_agent_compare.compare.scorer import SCORERS, scorer_version
+from data_agent_compare.core import CallContext, Message, ModelRequest, create_benchmark
+from data_agent_compare.core.runlog import read_manifest, read_run
+from data_agent_compare.core.scorer import SCORERS, scorer_version
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import FIXTURES, load_tasks, make_plan, scripted_provider

@@ -26,8 +26,8 @@ from data_agent_compare.app.config import ConfigError, RunConfig, load_run_confi
 from data_agent_compare.app.executors import choose_executor
 from data_agent_compare.app.runner import FairQueue, RunProgress, execute, plan_run
 from data_agent_compare.app.units import Unit
-from data_agent_compare.compare import Answer, CallContext, Message, ModelConfig, ModelRequest, RunContext, System, Task
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core import Answer, CallContext, Message, ModelConfig, ModelRequest, RunContext, System, Task
+from data_agent_compare.core.runlog import read_run
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import FIXTURES, ROOT, compare_command, load_tasks, make_plan, registered_system
@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.compare import register_provider
+from data_agent_compare.core import register_provider
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.tools import default_tools
 
@@ -336,7 +336,7 @@ def test_the_fair_queue_takes_the_system_with_the_fewest_units_in_flight_round_r
 
 
 def _alias(name: str):  # a model alias that is never called
-    from data_agent_compare.compare import ModelConfig
+    from data_agent_compare.core import ModelConfig
 
     return ModelConfig(alias=name, provider="scripted", model_id=name)
 
@@ -463,8 +463,8 @@ def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_
 
 
 def test_the_token_bucket_charges_the_reported_tokens_and_refuses_a_wait_past_the_deadline():
-    from data_agent_compare.compare import ModelConfig, ModelError
-    from data_agent_compare.compare.limits import RateLimit, RateLimiter
+    from data_agent_compare.core import ModelConfig, ModelError
+    from data_agent_compare.core.limits import RateLimit, RateLimiter
 
     limiter = RateLimiter({"m": RateLimit(tpm=6000, burst_s=0.1)})  # 100 tokens a second, 10 at once
     model = ModelConfig(alias="m", provider="scripted", model_id="m")

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.config import ConfigError
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import CallContext, Message, ModelConfig, ModelRequest
-from data_agent_compare.compare.model import GenerationSettings
+from data_agent_compare.core import CallContext, Message, ModelConfig, ModelRequest
+from data_agent_compare.core.model import GenerationSettings
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import FakeOpenAIServer, load_tasks, make_plan, read_records, text_response, tool_call_response, usage

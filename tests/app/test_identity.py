@@ -21,11 +21,11 @@ def git(root, *args):
 
 @pytest.fixture
 def checkout(tmp_path):
-    """A git checkout shaped like the suite's (compare/runlog.py tracked), one commit."""
+    """A git checkout shaped like the suite's (core/runlog.py tracked), one commit."""
     root = tmp_path / "suite"
-    (root / "compare").mkdir(parents=True)
+    (root / "core").mkdir(parents=True)
     (root / "tests").mkdir()
-    (root / "compare" / "runlog.py").write_text("VERSION = 1\n")
+    (root / "core" / "runlog.py").write_text("VERSION = 1\n")
     (root / "tests" / "test_x.py").write_text("")
     (root / "README.md").write_text("# suite\n")
     (root / ".gitignore").write_text("runs/\n")
@@ -39,11 +39,11 @@ def checkout(tmp_path):
 def test_a_dirty_checkout_whose_diff_is_unchanged_keeps_its_identity(checkout):
     clean = code_identity(checkout)
     assert clean.source == "checkout" and clean.diff_sha256 is None and len(clean.commit) == 40
-    (checkout / "compare" / "runlog.py").write_text("VERSION = 2\n")
+    (checkout / "core" / "runlog.py").write_text("VERSION = 2\n")
     dirty = code_identity(checkout)
     assert dirty.diff_sha256 is not None and dirty.tree_sha256 == clean.tree_sha256
     assert code_identity(checkout) == dirty  # the same diff: the same identity
-    (checkout / "compare" / "runlog.py").write_text("VERSION = 3\n")
+    (checkout / "core" / "runlog.py").write_text("VERSION = 3\n")
     assert code_identity(checkout).diff_sha256 not in (None, dirty.diff_sha256)
 
 
@@ -56,7 +56,7 @@ def test_tests_prose_and_ignored_files_do_not_change_the_code_but_untracked_code
     (checkout / "runs" / "manifest.json").write_text("{}")
     (checkout / "notes.txt").write_text("not code")
     assert code_identity(checkout) == clean
-    (checkout / "compare" / "new_module.py").write_text("X = 1\n")
+    (checkout / "core" / "new_module.py").write_text("X = 1\n")
     assert code_identity(checkout).diff_sha256 is not None
 
 
@@ -71,15 +71,15 @@ def test_a_commit_that_touches_only_tests_keeps_the_code_identity(checkout):
 
 def test_outside_a_checkout_the_package_files_are_hashed(tmp_path):
     root = tmp_path / "site-packages" / "data_agent_compare"
-    (root / "compare").mkdir(parents=True)
-    (root / "compare" / "runlog.py").write_text("VERSION = 1\n")
-    (root / "compare" / "__pycache__").mkdir()
-    (root / "compare" / "__pycache__" / "runlog.pyc").write_bytes(b"\0")
+    (root / "core").mkdir(parents=True)
+    (root / "core" / "runlog.py").write_text("VERSION = 1\n")
+    (root / "core" / "__pycache__").mkdir()
+    (root / "core" / "__pycache__" / "runlog.pyc").write_bytes(b"\0")
     first = code_identity(root)
     assert first.source == "package" and first.commit is None
-    (root / "compare" / "__pycache__" / "runlog.pyc").write_bytes(b"\1")
+    (root / "core" / "__pycache__" / "runlog.pyc").write_bytes(b"\1")
     assert code_identity(root) == first
-    (root / "compare" / "runlog.py").write_text("VERSION = 2\n")
+    (root / "core" / "runlog.py").write_text("VERSION = 2\n")
     assert code_identity(root).package_sha256 != first.package_sha256
 
 

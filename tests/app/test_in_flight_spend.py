@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 
 from helpers import FIXTURES, ROOT, FakeOpenAIServer, FakeResponse, RecordedRequest, fault_response, tool_call_response
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 
 from helpers import ROOT, FakeOpenAIServer, compare_command, tool_call_response
 

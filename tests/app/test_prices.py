@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.config import load_model_table
 from data_agent_compare.app.prices import refresh_table, shipped_models_file
-from data_agent_compare.compare.model import Price
+from data_agent_compare.core.model import Price
 
 from helpers import KEY, FakeOpenAIServer, FakeResponse
 

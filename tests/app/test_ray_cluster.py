@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 
 from helpers import FIXTURES, ROOT, compare_command
 
@@ -37,7 +37,7 @@ import os
 import time
 
 from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.compare import register_provider
+from data_agent_compare.core import register_provider
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.tools import default_tools
 
@@ -284,8 +284,8 @@ def test_a_resume_with_more_actors_than_cpus_runs_at_the_pace_of_those_it_has_an
 
 def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_and_their_spend(tmp_path: Path) -> None:
     from data_agent_compare.app.ray_executor import keep_lost_spend, lost_calls
-    from data_agent_compare.compare.runlog import ResultRecord, SpentCall
-    from data_agent_compare.compare.trace import Usage
+    from data_agent_compare.core.runlog import ResultRecord, SpentCall
+    from data_agent_compare.core.trace import Usage
 
     def line(attempt: str, task: str = "T1", **fields: object) -> str:
         call = SpentCall(attempt=attempt, task_id=task, system="tool_use", model="m", epoch=1, **fields)

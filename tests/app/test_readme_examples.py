@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import VERBS, build_app
 from data_agent_compare.app.config import load_plugins, load_run_config
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     PROVIDERS,
     SCORERS,
     SYSTEMS,
@@ -26,7 +26,7 @@ from data_agent_compare.compare import (
     Trace,
     score,
 )
-from data_agent_compare.compare.model import forget_provider
+from data_agent_compare.core.model import forget_provider
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import ROOT, documentation, load_tasks, readme_example, run_task, steps_taken
@@ -74,7 +74,7 @@ def test_readme_framework_example_runs_three_tool_rounds_with_a_scripted_model(t
 def test_readme_scorer_example_scores_an_answer(tmp_path):
     plugin(tmp_path, "add-a-scorer")
     try:
-        from data_agent_compare.compare import Answer
+        from data_agent_compare.core import Answer
 
         task = single_choice()
         sheet = score(task, Answer(text="B"), Trace(task_id=task.id, system="s", model="m"), ["answer_length"])
@@ -108,7 +108,7 @@ HOOKS = [
 
 @pytest.mark.parametrize(("owner", "hook"), HOOKS)
 def test_readme_gives_each_hook_with_the_parameters_the_code_has(owner, hook):
-    import data_agent_compare.compare as core
+    import data_agent_compare.core as core
     import data_agent_compare.systems as systems
 
     cls = getattr(systems, owner, None) or getattr(core, owner)

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
-from data_agent_compare.compare.runlog import RunDirLock
+from data_agent_compare.core.runlog import RunDirLock
 from data_agent_compare.tools.files import ListFilesTool
 
 from helpers import FIXTURES, ROOT

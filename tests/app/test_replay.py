@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.runner import execute, plan_replay
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     PROVIDERS,
     Answer,
     Budgets,
@@ -22,8 +22,8 @@ from data_agent_compare.compare import (
     System,
     Task,
 )
-from data_agent_compare.compare.runlog import RunLog, read_run
-from data_agent_compare.compare.system import SystemSetup
+from data_agent_compare.core.runlog import RunLog, read_run
+from data_agent_compare.core.system import SystemSetup
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.reports import summarize
 

@@ -1,6 +1,6 @@
 """The summary of a run directory: accuracy with a CI, cost per correct answer, paired tests."""
 
-from data_agent_compare.compare import BENCHMARKS, ResultRecord
+from data_agent_compare.core import BENCHMARKS, ResultRecord
 from data_agent_compare.reports import pairwise, summarize
 
 
@@ -99,7 +99,7 @@ def test_epochs_are_averaged_per_task_so_repeats_add_no_evidence():
 
 
 def test_a_scorer_failure_and_the_left_out_records_are_said_beside_the_table():
-    from data_agent_compare.compare.runlog import Manifest
+    from data_agent_compare.core.runlog import Manifest
     from data_agent_compare.reports import markdown
 
     records = [

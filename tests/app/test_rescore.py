@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import CallContext, Message, ModelRequest
-from data_agent_compare.compare.runlog import read_run
-from data_agent_compare.compare.scorer import SCORERS, scorer_version
+from data_agent_compare.core import CallContext, Message, ModelRequest
+from data_agent_compare.core.runlog import read_run
+from data_agent_compare.core.scorer import SCORERS, scorer_version
 from data_agent_compare.evaluators import exact_match as exact_match_module
 from data_agent_compare.providers.scripted import tool_call_message
 

@@ -6,9 +6,9 @@ import pytest
 
 from data_agent_compare.app.config import ConfigError
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import SCORERS, Answer, CallContext, Message, ModelRequest, RunContext, System, Task
-from data_agent_compare.compare.runlog import read_records
-from data_agent_compare.compare.scorer import register_scorer, reports
+from data_agent_compare.core import SCORERS, Answer, CallContext, Message, ModelRequest, RunContext, System, Task
+from data_agent_compare.core.runlog import read_records
+from data_agent_compare.core.scorer import register_scorer, reports
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.reports import summarize
 from data_agent_compare.tasks.bundled import BundledBenchmark
@@ -135,7 +135,7 @@ def test_a_failing_scorer_gives_no_verdict_and_the_task_is_counted_beside_the_me
 
 
 def test_a_provider_failure_is_an_infrastructure_error_not_the_systems(tmp_path, scripted_model):
-    from data_agent_compare.compare import ModelError
+    from data_agent_compare.core import ModelError
 
     def provider_down(request: ModelRequest, context: CallContext) -> Message:
         raise ModelError("HTTP 503: upstream unavailable (gave up after 3 attempt(s))", status_code=503, attempts=3)

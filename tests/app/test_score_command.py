@@ -91,7 +91,7 @@ def test_a_scorer_exploding_on_one_record_loses_no_other_row(tmp_path):
     """One prediction makes a scorer raise: its row is written with the failure and the error, and
     every other row is written too (rows go out as they are scored)."""
 
-    from data_agent_compare.compare import BENCHMARKS, SCORERS, register_benchmark, register_scorer, reports
+    from data_agent_compare.core import BENCHMARKS, SCORERS, register_benchmark, register_scorer, reports
     from data_agent_compare.tasks.dabstep import DabStep
 
     @reports("correct")

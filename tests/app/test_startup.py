@@ -44,7 +44,7 @@ HEAVY = [
 ]
 # What only a command needs, not `compare --help`: the core's pydantic models, the run configuration (YAML)
 # and the run log. The root package serves the core's names on first use.
-CORE = ["pydantic", "yaml", "data_agent_compare.compare", "data_agent_compare.app.config"]
+CORE = ["pydantic", "yaml", "data_agent_compare.core", "data_agent_compare.app.config"]
 
 
 def loaded_after(code: str, watched: list[str] = HEAVY) -> list[str]:
@@ -76,7 +76,7 @@ def test_help_loads_neither_the_core_nor_the_configuration() -> None:
 def test_the_root_package_serves_the_core_api_on_first_use() -> None:
     assert loaded_after("import data_agent_compare", CORE) == []
     code = "from data_agent_compare import *\nassert Task.__name__ == 'Task' and callable(register_system)"
-    assert "data_agent_compare.compare" in loaded_after(code, CORE)
+    assert "data_agent_compare.core" in loaded_after(code, CORE)
 
 
 def test_the_reports_package_is_not_shadowed_by_the_scorer_decorator() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError, TaskLoadErrors
+from data_agent_compare.core import TaskLoadError, TaskLoadErrors
 from data_agent_compare.tasks.dab import load_dab
 from data_agent_compare.tasks.dbgorilla import load_dbgorilla
 from data_agent_compare.tasks.fdabench import load_fdabench

@@ -4,11 +4,11 @@ with a known duration. Phase sums must match the truth within tolerance and neve
 import time
 from typing import ClassVar
 
-from data_agent_compare.compare.context import RunContext
-from data_agent_compare.compare.model import MeteredModel, ModelConfig, get_provider
-from data_agent_compare.compare.task import Gold, QuestionType, Task
-from data_agent_compare.compare.tool import Tool, ToolEnvironment, ToolResult
-from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
+from data_agent_compare.core.context import RunContext
+from data_agent_compare.core.model import MeteredModel, ModelConfig, get_provider
+from data_agent_compare.core.task import Gold, QuestionType, Task
+from data_agent_compare.core.tool import Tool, ToolEnvironment, ToolResult
+from data_agent_compare.core.trace import Budgets, Trace, TraceRecorder
 from data_agent_compare.tools.answer import AnswerTool
 from data_agent_compare.workflows.tool_use import ToolUseWorkflow
 

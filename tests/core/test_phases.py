@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from data_agent_compare.compare import Phase
-from data_agent_compare.compare.trace import ModelCallStep, PhaseRules, ToolCallStep, Usage, phase_seconds
+from data_agent_compare.core import Phase
+from data_agent_compare.core.trace import ModelCallStep, PhaseRules, ToolCallStep, Usage, phase_seconds
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import BENCHMARKS, PROVIDERS, SCORERS, SYSTEMS, Registry, RegistryError
+from data_agent_compare.core import BENCHMARKS, PROVIDERS, SCORERS, SYSTEMS, Registry, RegistryError
 
 
 def test_the_suites_own_names_come_from_its_entry_points():

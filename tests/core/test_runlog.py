@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import Budgets, ModelConfig, Trace, Usage
-from data_agent_compare.compare.runlog import (
+from data_agent_compare.core import Budgets, ModelConfig, Trace, Usage
+from data_agent_compare.core.runlog import (
     RUN_LOG_SCHEMA_VERSION,
     Manifest,
     ResultRecord,

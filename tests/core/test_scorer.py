@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from data_agent_compare.compare.scorer import SCORERS, ScoringError, register_scorer, score
-from data_agent_compare.compare.task import Answer, QuestionType, Task
-from data_agent_compare.compare.trace import Trace
+from data_agent_compare.core.scorer import SCORERS, ScoringError, register_scorer, score
+from data_agent_compare.core.task import Answer, QuestionType, Task
+from data_agent_compare.core.trace import Trace
 
 
 def task(task_id: str) -> Task:
@@ -64,7 +64,7 @@ PLUGIN = '''
 import json
 
 from data_agent_compare import Benchmark, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.compare import register_provider, register_scorer, reports
+from data_agent_compare.core import register_provider, register_scorer, reports
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.tools import default_tools
 
@@ -114,7 +114,7 @@ def test_a_scorer_failing_on_one_task_scores_alike_under_the_thread_and_process_
     import os
     import subprocess
 
-    from data_agent_compare.compare.runlog import read_run
+    from data_agent_compare.core.runlog import read_run
 
     from helpers import ROOT, compare_command
 

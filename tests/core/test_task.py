@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from data_agent_compare.compare.task import (
+from data_agent_compare.core.task import (
     Answer,
     DagEdge,
     DagNode,

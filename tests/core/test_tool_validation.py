@@ -7,8 +7,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from data_agent_compare.compare import ToolEnvironment
-from data_agent_compare.compare.tool import Tool, ToolResult, _validator, validation_error
+from data_agent_compare.core import ToolEnvironment
+from data_agent_compare.core.tool import Tool, ToolResult, _validator, validation_error
 
 from helpers import recorder
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from data_agent_compare.compare import Phase
-from data_agent_compare.compare.runlog import ResultRecord
-from data_agent_compare.compare.trace import FailedAttempt, ModelCallStep, ToolCallStep, Trace, Usage, phase_seconds
+from data_agent_compare.core import Phase
+from data_agent_compare.core.runlog import ResultRecord
+from data_agent_compare.core.trace import FailedAttempt, ModelCallStep, ToolCallStep, Trace, Usage, phase_seconds
 
 
 def retried_call(start: float = 0.0) -> ModelCallStep:

@@ -5,7 +5,7 @@ scored by the benchmark's own rule. (DBGorilla's end-to-end test is in test_dab_
 import json
 import shutil
 
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
+from data_agent_compare.core.model import CallContext, Message, ModelRequest
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.tools.postgres import find_bin_dir
 

@@ -13,8 +13,8 @@ from typing import ClassVar
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import Answer, RunContext, System, Task, create_benchmark
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core import Answer, RunContext, System, Task, create_benchmark
+from data_agent_compare.core.runlog import read_run
 
 from helpers import FIXTURES, SCRIPTED, make_plan, postgres_bin_dir_or_skip, registered_system
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from data_agent_compare.compare.benchmark import BenchmarkError, create_benchmark
+from data_agent_compare.core.benchmark import BenchmarkError, create_benchmark
 
 from helpers import FIXTURES, ROOT, compare_command
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_agent_compare.compare.scorer import score
-from data_agent_compare.compare.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, Gold, GoldDag, Task
-from data_agent_compare.compare.trace import Phase, ToolCallStep, Trace
+from data_agent_compare.core.scorer import score
+from data_agent_compare.core.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, Gold, GoldDag, Task
+from data_agent_compare.core.trace import Phase, ToolCallStep, Trace
 from data_agent_compare.evaluators.dag import (
     gold_dag,
     normalize_dag,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from data_agent_compare.compare.task import Answer, Gold, QuestionType, Task
+from data_agent_compare.core.task import Answer, Gold, QuestionType, Task
 from data_agent_compare.evaluators.exact_match import exact_match, extract_choices, factoid_match
 
 OPTIONS = {letter: f"option {letter}" for letter in "ABCDEF"}

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from data_agent_compare.compare.scorer import score
-from data_agent_compare.compare.task import Answer
-from data_agent_compare.compare.trace import Trace
+from data_agent_compare.core.scorer import score
+from data_agent_compare.core.task import Answer
+from data_agent_compare.core.trace import Trace
 from data_agent_compare.evaluators.dab import gold_items
 from data_agent_compare.evaluators.hedging import hedge_of
 
@@ -80,8 +80,8 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
 ):
     from data_agent_compare.app.commands.run import RunOptions
     from data_agent_compare.app.runner import execute
-    from data_agent_compare.compare import Benchmark
-    from data_agent_compare.compare.runlog import read_run
+    from data_agent_compare.core import Benchmark
+    from data_agent_compare.core.runlog import read_run
     from data_agent_compare.reports.summary import summarize
     from data_agent_compare.tools import default_tools
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from data_agent_compare.compare.benchmark import create_benchmark
+from data_agent_compare.core.benchmark import create_benchmark
 from data_agent_compare.evaluators.predictions import check_duplicates, read_predictions, run_label
 from data_agent_compare.evaluators.submissions import SubmissionError
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from data_agent_compare.compare import BENCHMARKS, register_benchmark
-from data_agent_compare.compare.published import Entry, PublishedFormat, Submission
+from data_agent_compare.core import BENCHMARKS, register_benchmark
+from data_agent_compare.core.published import Entry, PublishedFormat, Submission
 from data_agent_compare.evaluators import submissions
 from data_agent_compare.tasks.dabstep import DabStep
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from rouge_score.rouge_scorer import RougeScorer, _lcs_table
 
-from data_agent_compare.compare.task import Answer, Gold, QuestionType, Task
+from data_agent_compare.core.task import Answer, Gold, QuestionType, Task
 from data_agent_compare.evaluators.lexical import lcs_length, rouge
 
 WORDS = ["the", "revenue", "of", "each", "region", "grew", "by", "percent", "while", "customers", "in", "West"]

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from data_agent_compare.compare.model import CallContext, Message, MeteredModel, ModelError, ModelRequest
-from data_agent_compare.compare.scorer import ScoringError, score
-from data_agent_compare.compare.task import Answer, Gold, QuestionType, Rubric, RubricDimension, Task
-from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
+from data_agent_compare.core.model import CallContext, Message, MeteredModel, ModelError, ModelRequest
+from data_agent_compare.core.scorer import ScoringError, score
+from data_agent_compare.core.task import Answer, Gold, QuestionType, Rubric, RubricDimension, Task
+from data_agent_compare.core.trace import Budgets, Trace, TraceRecorder
 from data_agent_compare.evaluators.rubric import (
     JUDGE_AGENT,
     JUDGE_PROMPT_HASH,
@@ -249,8 +249,8 @@ def test_a_judge_failing_on_two_of_four_dimensions_gives_a_scoring_error_and_no_
 
 def test_a_scripted_judge_answering_500_on_one_dimension_leaves_rs_out_of_its_mean_and_counted_beside_it():
     """Issue 25 item 4: a judge 500 on one dimension used to set RS = 0, inside the mean."""
-    from data_agent_compare.compare.runlog import ResultRecord
-    from data_agent_compare.compare.trace import Usage
+    from data_agent_compare.core.runlog import ResultRecord
+    from data_agent_compare.core.trace import Usage
     from data_agent_compare.reports.summary import summarize
 
     task = report_task()

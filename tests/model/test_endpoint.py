@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     Answer,
     Budgets,
     CallContext,
@@ -30,7 +30,7 @@ from data_agent_compare.compare import (
     Trace,
     TraceRecorder,
 )
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 from data_agent_compare.providers.endpoint import GatewayServer
 from data_agent_compare.providers.openai_protocol import message_to_openai
 from data_agent_compare.providers.openrouter import OpenRouterProvider
@@ -231,7 +231,7 @@ def test_local_provider_reports_waiting_for_the_model_as_queueing_with_generatio
     """The embedded model runs one call at a time: the second of two simultaneous calls waits for the
     first, and that wait is recorded as queueing, not as the call's own latency. (llama.cpp's generation
     is replaced by a sleep here; the lock and the accounting are the real ones.)"""
-    from data_agent_compare.compare.model import ModelResponse
+    from data_agent_compare.core.model import ModelResponse
     from data_agent_compare.providers import local
 
     def generate(llama, request, config, deadline) -> ModelResponse:

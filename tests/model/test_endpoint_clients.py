@@ -13,7 +13,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openrouter import OpenRouter, components
 
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     CallContext,
     Message,
     MeteredModel,
@@ -22,8 +22,8 @@ from data_agent_compare.compare import (
     Trace,
     TraceRecorder,
 )
-from data_agent_compare.compare.model import ModelProvider, RetrySettings
-from data_agent_compare.compare.trace import Budgets
+from data_agent_compare.core.model import ModelProvider, RetrySettings
+from data_agent_compare.core.trace import Budgets
 from data_agent_compare.providers.endpoint import GatewayServer
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message

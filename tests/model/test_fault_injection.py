@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     Answer,
     Benchmark,
     Message,
@@ -28,8 +28,8 @@ from data_agent_compare.compare import (
     ToolSettings,
     Trace,
 )
-from data_agent_compare.compare.model import RetrySettings
-from data_agent_compare.compare.runlog import read_records, read_run
+from data_agent_compare.core.model import RetrySettings
+from data_agent_compare.core.runlog import read_records, read_run
 from data_agent_compare.reports import markdown, summarize
 
 from helpers import (

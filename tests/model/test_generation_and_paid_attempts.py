@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from data_agent_compare.compare.model import (
+from data_agent_compare.core.model import (
     GenerationSettings,
     MeteredModel,
     ModelConfig,
@@ -17,7 +17,7 @@ from data_agent_compare.compare.model import (
     Price,
     RetrySettings,
 )
-from data_agent_compare.compare.trace import BudgetExceeded, Budgets, Trace, TraceRecorder
+from data_agent_compare.core.trace import BudgetExceeded, Budgets, Trace, TraceRecorder
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.openrouter import OpenRouterProvider
 

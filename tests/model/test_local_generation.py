@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from data_agent_compare.compare.model import GenerationSettings, Message, MeteredModel, ModelConfig
-from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
+from data_agent_compare.core.model import GenerationSettings, Message, MeteredModel, ModelConfig
+from data_agent_compare.core.trace import Budgets, Trace, TraceRecorder
 from data_agent_compare.providers.local import LocalLlamaProvider
 
 CONFIG = ModelConfig(alias="gemma-3-270m", provider="local", model_id="gemma-3-270m", params={"n_ctx": 1024})

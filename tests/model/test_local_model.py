@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import jsonschema
 import pytest
 
-from data_agent_compare.compare.model import (
+from data_agent_compare.core.model import (
     CallContext,
     Message,
     MeteredModel,
@@ -18,8 +18,8 @@ from data_agent_compare.compare.model import (
     RetrySettings,
     ToolSpec,
 )
-from data_agent_compare.compare.task import ToolCall
-from data_agent_compare.compare.trace import Budgets, Phase, Trace, TraceRecorder
+from data_agent_compare.core.task import ToolCall
+from data_agent_compare.core.trace import Budgets, Phase, Trace, TraceRecorder
 from data_agent_compare.providers.local import Block, LocalLlamaProvider, fit_prompt, output_schema
 from data_agent_compare.providers.scripted import ScriptedProvider
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from data_agent_compare.compare import Message, ModelError, ModelRequest
-from data_agent_compare.compare.model import failure_status
+from data_agent_compare.core import Message, ModelError, ModelRequest
+from data_agent_compare.core.model import failure_status
 from data_agent_compare.providers.local import Block, fit_prompt, to_message
 
 REQUEST = ModelRequest(messages=[Message(role="user", content="How many orders?")])

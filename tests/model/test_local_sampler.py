@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from data_agent_compare.compare.model import ModelConfig
+from data_agent_compare.core.model import ModelConfig
 from data_agent_compare.providers import local
 from data_agent_compare.providers.local import LIKELIEST_CHECKED, ConstrainedLlama, LocalLlamaProvider
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from data_agent_compare.compare.model import (
+from data_agent_compare.core.model import (
     Message,
     MeteredModel,
     ModelConfig,
@@ -20,8 +20,8 @@ from data_agent_compare.compare.model import (
     Price,
     RetrySettings,
 )
-from data_agent_compare.compare.task import ToolCall
-from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
+from data_agent_compare.core.task import ToolCall
+from data_agent_compare.core.trace import Budgets, Trace, TraceRecorder
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.openai_protocol import message_from_openai, message_to_openai
 from data_agent_compare.providers.openrouter import OpenRouterProvider

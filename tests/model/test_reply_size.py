@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from data_agent_compare.compare.model import MeteredModel, ModelConfig, ModelError, RetrySettings
-from data_agent_compare.compare.trace import Budgets, Trace, TraceRecorder
+from data_agent_compare.core.model import MeteredModel, ModelConfig, ModelError, RetrySettings
+from data_agent_compare.core.trace import Budgets, Trace, TraceRecorder
 from data_agent_compare.providers.http_deadline import REPLY_MAX_BYTES
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.openrouter import OpenRouterProvider

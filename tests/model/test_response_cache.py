@@ -7,8 +7,8 @@ import json
 from collections import Counter
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import CallContext, Message, ModelConfig, ModelRequest
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core import CallContext, Message, ModelConfig, ModelRequest
+from data_agent_compare.core.runlog import read_run
 from data_agent_compare.providers.cache import request_key
 from data_agent_compare.providers.scripted import tool_call_message
 

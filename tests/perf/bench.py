@@ -175,8 +175,8 @@ def dir_size(path: Path) -> int:
 
 def overhead(calls: int) -> dict[str, float]:
     from data_agent_compare.app.units import UnitRecorder
-    from data_agent_compare.compare import Budgets, Message, ModelConfig, Trace
-    from data_agent_compare.compare.model import MeteredModel, ModelRequest, ToolSpec
+    from data_agent_compare.core import Budgets, Message, ModelConfig, Trace
+    from data_agent_compare.core.model import MeteredModel, ModelRequest, ToolSpec
     from data_agent_compare.providers.cache import KeyedProvider
     from data_agent_compare.providers.http_deadline import post_json
     from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
@@ -458,10 +458,10 @@ def local_model(repeats: int, max_tokens: int, threads: int) -> dict[str, float]
     (llama.cpp's own counter) subtracted."""
     import llama_cpp
 
-    from data_agent_compare.compare import Message, ModelConfig, ToolSettings
-    from data_agent_compare.compare.model import CallContext, ModelRequest
-    from data_agent_compare.compare.prompt import task_prompt
-    from data_agent_compare.compare.trace import Phase
+    from data_agent_compare.core import Message, ModelConfig, ToolSettings
+    from data_agent_compare.core.model import CallContext, ModelRequest
+    from data_agent_compare.core.prompt import task_prompt
+    from data_agent_compare.core.trace import Phase
     from data_agent_compare.providers import local
     from data_agent_compare.tasks.bundled import BundledBenchmark
 

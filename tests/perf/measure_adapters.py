@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from data_agent_compare.compare import CallContext, Message, ModelRequest, QuestionType
+from data_agent_compare.core import CallContext, Message, ModelRequest, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, run_task, scripted_provider, steps_taken

@@ -26,7 +26,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from data_agent_compare.compare import Budgets, MeteredModel, ModelConfig, ModelProvider, Trace, TraceRecorder
+from data_agent_compare.core import Budgets, MeteredModel, ModelConfig, ModelProvider, Trace, TraceRecorder
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.openrouter import OpenRouterProvider
 

@@ -30,7 +30,7 @@ def run(system: str, repeats: int) -> None:
     sys.path.insert(0, str(HERE.parent))
     from measure_adapters import respond
 
-    from data_agent_compare.compare import QuestionType
+    from data_agent_compare.core import QuestionType
 
     from helpers import load_tasks, run_task, scripted_provider
 
@@ -92,7 +92,7 @@ def split(path: Path) -> None:
         if "providers/scripted.py" in text:
             totals["scripted model (busy)"] += n
             continue
-        if re.search(r"(^|;)(\w+\.)?call_tool \S*compare/context\.py", text):
+        if re.search(r"(^|;)(\w+\.)?call_tool \S*core/context\.py", text):
             totals["tool call (busy)"] += n
             continue
         who, at = None, 0

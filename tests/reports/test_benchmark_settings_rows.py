@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 from data_agent_compare.reports.runs import row_names
 
 from helpers import FIXTURES

@@ -3,8 +3,8 @@ log's writer, with outcomes chosen so that every expected number is worked out b
 
 import pytest
 
-from data_agent_compare.compare.runlog import Manifest, ResultRecord, RunLogWriter, ToolCallSummary
-from data_agent_compare.compare.trace import Budgets, Trace, Usage
+from data_agent_compare.core.runlog import Manifest, ResultRecord, RunLogWriter, ToolCallSummary
+from data_agent_compare.core.trace import Budgets, Trace, Usage
 from data_agent_compare.reports import build_report
 from data_agent_compare.reports.build import assemble
 from data_agent_compare.reports.runs import load_runs

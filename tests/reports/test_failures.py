@@ -2,7 +2,7 @@
 
 import pytest
 
-from data_agent_compare.compare import ResultRecord
+from data_agent_compare.core import ResultRecord
 from data_agent_compare.reports.failures import failure_mode, is_exploring
 
 

@@ -2,8 +2,8 @@
 row has a verdict for, and "tied" means equal on those tasks (issue 25: it once showed each row's own-task
 accuracy beside a ranking on the shared set, and called rows tied that were 0.5 vs 1.0 on it)."""
 
-from data_agent_compare.compare.runlog import ResultRecord
-from data_agent_compare.compare.trace import Usage
+from data_agent_compare.core.runlog import ResultRecord
+from data_agent_compare.core.trace import Usage
 from data_agent_compare.reports.build import _headline
 from data_agent_compare.reports.runs import ReportData
 

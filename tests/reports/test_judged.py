@@ -6,7 +6,7 @@ import json
 from typer.testing import CliRunner
 
 from data_agent_compare.app.cli import app
-from data_agent_compare.compare import Message, ModelConfig, Price
+from data_agent_compare.core import Message, ModelConfig, Price
 from data_agent_compare.reports import build_report
 from data_agent_compare.reports.build import assemble
 from data_agent_compare.reports.judged import JUDGED_MODES

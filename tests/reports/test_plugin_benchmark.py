@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare.benchmark import BENCHMARKS, Benchmark, ReportMetric, ReportTableSpec
+from data_agent_compare.core.benchmark import BENCHMARKS, Benchmark, ReportMetric, ReportTableSpec
 from data_agent_compare.reports import build_report
 
 F1 = ReportMetric("token F1", ("f1",))

@@ -6,8 +6,8 @@ from statistics import NormalDist, stdev
 
 import pytest
 
-from data_agent_compare.compare.runlog import ResultRecord
-from data_agent_compare.compare.trace import Usage
+from data_agent_compare.core.runlog import ResultRecord
+from data_agent_compare.core.trace import Usage
 from data_agent_compare.evaluators.statistics import holm
 from data_agent_compare.reports.runs import ReportData
 from data_agent_compare.reports.significance import leader_line, ranked, shared_accuracy, tasks_needed

@@ -3,7 +3,7 @@ how many such records are out of the mean instead of counting them as wrong answ
 
 from __future__ import annotations
 
-from data_agent_compare.compare.runlog import ResultRecord
+from data_agent_compare.core.runlog import ResultRecord
 from data_agent_compare.reports.summary import denominator_lines, summarize
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/helpers.py
 
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     Budgets,
     MeteredModel,
     QuestionType,

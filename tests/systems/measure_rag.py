@@ -25,7 +25,7 @@ sys.path[:0] = [str(TESTS), str(TESTS / "systems")]
 
 from test_rag import answer_value, rag_model  # noqa: E402 - found through sys.path above
 
-from data_agent_compare.compare import CallContext, Message, ModelRequest, ToolSettings  # noqa: E402
+from data_agent_compare.core import CallContext, Message, ModelRequest, ToolSettings  # noqa: E402
 from data_agent_compare.providers.scripted import tool_call_message  # noqa: E402
 
 from helpers import load_tasks, make_plan, read_records, scripted_provider, steps_taken  # noqa: E402
@@ -116,7 +116,7 @@ def main_dab(out: Path) -> None:
     import shutil
 
     from data_agent_compare.app.runner import execute
-    from data_agent_compare.compare import create_benchmark
+    from data_agent_compare.core import create_benchmark
 
     from helpers import FIXTURES
 

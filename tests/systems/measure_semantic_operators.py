@@ -27,7 +27,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(TESTS)]
 
-from data_agent_compare.compare import Budgets, CallContext, Message, ModelRequest, ToolSettings  # noqa: E402
+from data_agent_compare.core import Budgets, CallContext, Message, ModelRequest, ToolSettings  # noqa: E402
 from data_agent_compare.providers.scripted import tool_call_message  # noqa: E402
 
 from helpers import load_tasks, make_plan, read_records, scripted_provider, steps_taken  # noqa: E402

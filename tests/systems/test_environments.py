@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from data_agent_compare.compare import SYSTEMS, QuestionType
+from data_agent_compare.core import SYSTEMS, QuestionType
 from data_agent_compare.systems import environments
 from data_agent_compare.systems.environments import Requirements, ensure_environment
 from data_agent_compare.systems.external import external_system

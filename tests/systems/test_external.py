@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import SYSTEMS, QuestionType
+from data_agent_compare.core import SYSTEMS, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.external import ExternalSystemError, external_system, load_external_systems
 
@@ -282,7 +282,7 @@ def test_gateway_reply_to_an_agent_killed_during_its_model_call_prints_no_traceb
     connection, which is no error of the gateway's (nothing on the console)."""
     import socket
 
-    from data_agent_compare.compare import MeteredModel
+    from data_agent_compare.core import MeteredModel
     from data_agent_compare.providers.endpoint import GatewayServer
     from data_agent_compare.providers.scripted import ScriptedProvider
 

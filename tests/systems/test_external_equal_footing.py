@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare.runlog import read_run
+from data_agent_compare.core.runlog import read_run
 
 from helpers import ROOT, compare_command
 
@@ -22,7 +22,7 @@ PLUGIN = '''
 import sys
 from pathlib import Path
 
-from data_agent_compare.compare import register_provider
+from data_agent_compare.core import register_provider
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.systems.external import external_system
 

@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import Answer, DataSource, DataSourceKind, Gold, Message, ModelConfig, RunContext, Task
-from data_agent_compare.compare.model import ModelError
-from data_agent_compare.compare.runlog import read_run
-from data_agent_compare.compare.system import System
-from data_agent_compare.compare.task import QuestionType
+from data_agent_compare.core import Answer, DataSource, DataSourceKind, Gold, Message, ModelConfig, RunContext, Task
+from data_agent_compare.core.model import ModelError
+from data_agent_compare.core.runlog import read_run
+from data_agent_compare.core.system import System
+from data_agent_compare.core.task import QuestionType
 from data_agent_compare.providers.openai_protocol import request_from_openai
 
 from helpers import (

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     Answer,
     Message,
     QuestionType,

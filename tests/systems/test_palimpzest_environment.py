@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from data_agent_compare.compare import create_system
+from data_agent_compare.core import create_system
 from data_agent_compare.systems import palimpzest_system
 from data_agent_compare.systems.environments import CACHE_VARIABLE, RESOLVED_FILE
 

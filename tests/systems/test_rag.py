@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import (
+from data_agent_compare.core import (
     Budgets,
     CallContext,
     Message,
@@ -27,8 +27,8 @@ from data_agent_compare.compare import (
     ToolSettings,
     create_benchmark,
 )
-from data_agent_compare.compare.system import SystemSetup
-from data_agent_compare.compare.task import DataSource, Task
+from data_agent_compare.core.system import SystemSetup
+from data_agent_compare.core.task import DataSource, Task
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.rag import HippoRag
 from data_agent_compare.systems.rag_graph import EXTRACT_SYSTEM, SUMMARY_SYSTEM, text_units

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import CallContext, DataSource, DataSourceKind, Gold, Message, ModelRequest, Task
-from data_agent_compare.compare.task import QuestionType
+from data_agent_compare.core import CallContext, DataSource, DataSourceKind, Gold, Message, ModelRequest, Task
+from data_agent_compare.core.task import QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, make_plan, no_network, read_records, registered_system, run_task
@@ -397,7 +397,7 @@ def test_library_operator_calls_reach_the_embedded_model_through_the_gateway(tmp
     """With a fixed plan (the embedded model's own plans rarely run), the library's operator prompts
     go to the embedded model: one per row, metered, offline."""
     from data_agent_compare.app.config import load_model_table
-    from data_agent_compare.compare import SYSTEMS
+    from data_agent_compare.core import SYSTEMS
 
     fixed = {
         "queries": [{"tool": "execute_sql", "arguments": {"sql": STORES.replace("LIMIT 12", "LIMIT 2")}}],
@@ -449,7 +449,7 @@ def test_scripted_rows_cut_by_the_sql_cap_are_said_to_be_cut_never_silently(tmp_
 def test_rows_of_both_query_tools_and_recorded_search_results_become_tables():
     from types import SimpleNamespace
 
-    from data_agent_compare.compare.tool import ToolResult
+    from data_agent_compare.core.tool import ToolResult
     from data_agent_compare.systems.semantic_operators import document_table, result_frame
     from data_agent_compare.tools.frozen_search import FrozenSearchTool
 

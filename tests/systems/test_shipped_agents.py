@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.compare import CallContext, Message, ModelRequest, QuestionType, create_system
+from data_agent_compare.core import CallContext, Message, ModelRequest, QuestionType, create_system
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, no_network, run_task

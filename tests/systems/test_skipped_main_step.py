@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare import CallContext, Message, ModelRequest
-from data_agent_compare.compare.runlog import read_run
-from data_agent_compare.compare.task import QuestionType
+from data_agent_compare.core import CallContext, Message, ModelRequest
+from data_agent_compare.core.runlog import read_run
+from data_agent_compare.core.task import QuestionType
 from data_agent_compare.reports.summary import markdown, summarize
 
 from helpers import load_tasks, make_plan

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import ToolSettings
-from data_agent_compare.compare.task import DataSource, DataSourceKind
+from data_agent_compare.core import ToolSettings
+from data_agent_compare.core.task import DataSource, DataSourceKind
 from data_agent_compare.tools import documents
 from data_agent_compare.tools.documents import DocumentSearchTool
 

@@ -15,9 +15,9 @@ from typing import Any
 import bson
 import pytest
 
-from data_agent_compare.compare import ToolError
-from data_agent_compare.compare.task import DataSource, DataSourceKind
-from data_agent_compare.compare.tool import ToolSettings
+from data_agent_compare.core import ToolError
+from data_agent_compare.core.task import DataSource, DataSourceKind
+from data_agent_compare.core.tool import ToolSettings
 from data_agent_compare.tools.mongo import MongoQueryError, MongoWorker
 from data_agent_compare.tools.sql import SQL_TEXT_MAX_CHARS, Databases, SqlTool
 from data_agent_compare.tools.worker_process import CALL_GRACE_S
@@ -113,8 +113,8 @@ def test_a_mongo_query_nested_past_the_depth_limit_is_refused(mongo):
 WIDE_RESULT_PROBE = """
 import resource, sys
 from pathlib import Path
-from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
-from data_agent_compare.compare.tool import ToolError, ToolSettings
+from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
+from data_agent_compare.core.tool import ToolError, ToolSettings
 from data_agent_compare.tools.dab import dab_tools
 
 folder = Path(sys.argv[1])
@@ -173,7 +173,7 @@ def test_a_mongo_result_larger_than_the_cap_is_refused_in_the_worker(mongo):
 
 
 def test_a_query_ends_at_the_units_wall_time_when_that_comes_before_its_timeout():
-    from data_agent_compare.compare import ToolEnvironment
+    from data_agent_compare.core import ToolEnvironment
     from data_agent_compare.tools.sql import Databases, SqlTool
 
     from helpers import recorder

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 import data_agent_compare.tools.postgres as pg
-from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
+from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
 from data_agent_compare.tasks.dab import load_dab
 from data_agent_compare.tools import SchemaTool, SqlTool, ToolError, ToolSettings
 from data_agent_compare.tools.pg_dump import DumpReader

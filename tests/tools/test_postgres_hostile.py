@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
+from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
 from data_agent_compare.tools.pg_dump import DumpReader, DumpRefused
 from data_agent_compare.tools.postgres import (
     PostgresCluster,

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
+from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
 from data_agent_compare.tools import ToolError, ToolSettings
 from data_agent_compare.tools.dab import dab_tools
 from data_agent_compare.tools.postgres import (
@@ -98,7 +98,7 @@ def test_a_reader_left_by_a_killed_run_is_dropped_by_the_next_run(server: Postgr
         import json, os, signal
         from pathlib import Path
         from data_agent_compare.tools.postgres import prepare_postgres
-        from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
+        from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
         source = DataSource(name="books", kind=DataSourceKind.POSTGRES, location={str(DUMP)!r})
         task = Task(id="t", benchmark="dab", question="?", question_type=QuestionType.FACTOID, data=[source])
         _, started = prepare_postgres([task], url={server.admin_url()!r})
@@ -150,7 +150,7 @@ def start_cluster_and_kill(kill_supervisor_too: bool) -> tuple[str, float]:
     script = textwrap.dedent("""
         import json, os, sys, time
         from data_agent_compare.tasks.dab import DataAgentBench
-        from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
+        from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
         source = DataSource(name="books", kind=DataSourceKind.POSTGRES, location=sys.argv[1])
         task = Task(id="t", benchmark="dab", question="?", question_type=QuestionType.FACTOID, data=[source])
         benchmark = DataAgentBench(os.path.dirname(sys.argv[1]))

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import ToolError, ToolSettings
-from data_agent_compare.compare.tool import ToolResult
+from data_agent_compare.core import ToolError, ToolSettings
+from data_agent_compare.core.tool import ToolResult
 from data_agent_compare.tools.python_sandbox import (
     PROCESS_LIMIT,
     UNSAFE_NOTE,
@@ -328,7 +328,7 @@ def test_nothing_of_the_sandbox_outlives_its_caller(interruption: signal.Signals
     marker = new_marker()
     code = SETSID_CHILD.format(marker=marker) + "import time\ntime.sleep(120)"
     caller_script = (
-        DELIVER_CTRL_C + "from data_agent_compare.compare import ToolSettings\n"
+        DELIVER_CTRL_C + "from data_agent_compare.core import ToolSettings\n"
         "from data_agent_compare.tools.python_sandbox import PythonTool\n"
         f"PythonTool(ToolSettings(python_timeout_s=120)).run({{'code': {code!r}}})\n"
     )

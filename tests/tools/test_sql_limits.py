@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from data_agent_compare.compare.task import DataSource, DataSourceKind
+from data_agent_compare.core.task import DataSource, DataSourceKind
 from data_agent_compare.tools import ToolError, ToolSettings
 from data_agent_compare.tools.postgres import PostgresCluster
 from data_agent_compare.tools.sql import Databases, SqlTool
@@ -47,7 +47,7 @@ BOMBS = [
 # what the queries cost the process that runs an agent's tools.
 SCRIPT = textwrap.dedent("""
     import json, resource, sys
-    from data_agent_compare.compare.task import DataSource, DataSourceKind
+    from data_agent_compare.core.task import DataSource, DataSourceKind
     from data_agent_compare.tools import ToolError, ToolSettings
     from data_agent_compare.tools.sql import Databases, SqlTool
     config = json.loads(sys.argv[1])

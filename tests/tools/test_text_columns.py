@@ -9,9 +9,9 @@ import bson
 import duckdb
 import pytest
 
-from data_agent_compare.compare import ToolSettings
-from data_agent_compare.compare.task import DataSource, Task
-from data_agent_compare.compare.tool import ToolError
+from data_agent_compare.core import ToolSettings
+from data_agent_compare.core.task import DataSource, Task
+from data_agent_compare.core.tool import ToolError
 from data_agent_compare.tools import text_columns
 from data_agent_compare.tools.text_columns import text_column_chunks
 

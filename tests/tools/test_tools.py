@@ -10,9 +10,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from data_agent_compare.compare import ToolEnvironment, ToolError, ToolSettings
-from data_agent_compare.compare.task import DataSource, DataSourceKind, QuestionType, Task
-from data_agent_compare.compare.trace import Budgets, ToolCallStep, Trace, TraceRecorder
+from data_agent_compare.core import ToolEnvironment, ToolError, ToolSettings
+from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
+from data_agent_compare.core.trace import Budgets, ToolCallStep, Trace, TraceRecorder
 from data_agent_compare.tools import DEFAULT_TOOL_NAMES, default_tools
 from data_agent_compare.tools.answer import answer_schema
 from data_agent_compare.tools.documents import DocumentSearchTool
@@ -385,8 +385,8 @@ def test_environment_call_records_a_tool_call_step(sqlite_path: Path) -> None:
 
 
 def test_frozen_searches_recorded_with_a_task_are_replayed_whatever_the_query():
-    from data_agent_compare.compare.task import Task
-    from data_agent_compare.compare.trace import TraceRecorder
+    from data_agent_compare.core.task import Task
+    from data_agent_compare.core.trace import TraceRecorder
 
     recorded = [{"title": "Census 2020", "url": "https://example.org/c", "snippet": "Population grew 7.4%."}]
     task = Task(

@@ -3,8 +3,8 @@
 import json
 
 import data_agent_compare.workflows.multi_agent  # noqa: F401 - registers "multi_agent" (the package import is the lead's to add)
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
-from data_agent_compare.compare.trace import Budgets
+from data_agent_compare.core.model import CallContext, Message, ModelRequest
+from data_agent_compare.core.trace import Budgets
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.workflows.multi_agent import MultiAgentWorkflow
 

@@ -10,9 +10,9 @@ import re
 import jsonschema
 
 import data_agent_compare.workflows.planning  # noqa: F401 - registers planning and planning_static
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
-from data_agent_compare.compare.system import create_system
-from data_agent_compare.compare.trace import Budgets, Phase
+from data_agent_compare.core.model import CallContext, Message, ModelRequest
+from data_agent_compare.core.system import create_system
+from data_agent_compare.core.trace import Budgets, Phase
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, run_task

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
-from data_agent_compare.compare.task import ToolCall
-from data_agent_compare.compare.trace import Budgets
+from data_agent_compare.core.model import CallContext, Message, ModelRequest
+from data_agent_compare.core.task import ToolCall
+from data_agent_compare.core.trace import Budgets
 from data_agent_compare.providers.scripted import tool_call_message
 
 # Importing the module registers "reflection" (until workflows/__init__.py imports it).

@@ -3,8 +3,8 @@
 import json
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
-from data_agent_compare.compare.trace import Budgets
+from data_agent_compare.core.model import CallContext, Message, ModelRequest
+from data_agent_compare.core.trace import Budgets
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, make_plan, run_task, steps_taken
@@ -72,7 +72,7 @@ def test_tool_errors_reach_the_model_and_are_traced(tmp_path, scripted_model):
 
 
 def test_a_model_call_cut_by_the_wall_time_budget_ends_with_time_limit(tmp_path):
-    from data_agent_compare.compare.model import ModelConfig
+    from data_agent_compare.core.model import ModelConfig
 
     from helpers import FakeOpenAIServer, text_response
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError
-from data_agent_compare.compare.task import EdgeType, GoldDag, QuestionType, Task
+from data_agent_compare.core import TaskLoadError
+from data_agent_compare.core.task import EdgeType, GoldDag, QuestionType, Task
 from data_agent_compare.tasks.bundled import BUNDLED_ROOT, load_bundled
 from data_agent_compare.tasks.bundled import generate as gen
 

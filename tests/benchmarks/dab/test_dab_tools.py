@@ -17,10 +17,10 @@ from typing import Any
 import bson
 import pytest
 
-from data_agent_compare.compare import ToolEnvironment, ToolError
-from data_agent_compare.compare.model import CallContext, Message, ModelRequest
-from data_agent_compare.compare.task import DataSource, DataSourceKind, Gold, QuestionType, Task
-from data_agent_compare.compare.trace import Phase
+from data_agent_compare.core import ToolEnvironment, ToolError
+from data_agent_compare.core.model import CallContext, Message, ModelRequest
+from data_agent_compare.core.task import DataSource, DataSourceKind, Gold, QuestionType, Task
+from data_agent_compare.core.trace import Phase
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.tasks.dab import build_sqlite_from_jsonl
 from data_agent_compare.tools.dab import DAB_TOOL_NAMES

@@ -6,7 +6,7 @@ import shutil
 
 import yaml
 
-from data_agent_compare.compare.runlog import ResultRecord
+from data_agent_compare.core.runlog import ResultRecord
 from data_agent_compare.tasks.dab import DataAgentBench, load_dab
 
 from helpers import FIXTURES

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError
+from data_agent_compare.core import TaskLoadError
 from data_agent_compare.tasks.dab import load_dab
 
 from helpers import FIXTURES, postgres_bin_dir_or_skip

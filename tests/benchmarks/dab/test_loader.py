@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError
-from data_agent_compare.compare.task import DataSourceKind, QuestionType
+from data_agent_compare.core import TaskLoadError
+from data_agent_compare.core.task import DataSourceKind, QuestionType
 from data_agent_compare.tasks.dab import build_sqlite_from_jsonl, load_dab
 
 from helpers import FIXTURES

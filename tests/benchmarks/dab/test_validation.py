@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare.scorer import score
-from data_agent_compare.compare.task import Answer, Gold, QuestionType, Task
-from data_agent_compare.compare.trace import Trace
+from data_agent_compare.core.scorer import score
+from data_agent_compare.core.task import Answer, Gold, QuestionType, Task
+from data_agent_compare.core.trace import Trace
 from data_agent_compare.evaluators.dab import (
     VALIDATOR_CPU_S,
     fallback_validate,

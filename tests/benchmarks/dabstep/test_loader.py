@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError
-from data_agent_compare.compare.task import DataSourceKind, QuestionType, Task
+from data_agent_compare.core import TaskLoadError
+from data_agent_compare.core.task import DataSourceKind, QuestionType, Task
 from data_agent_compare.tasks.dabstep import dabstep_missing_files, load_dabstep
 
 from helpers import FIXTURES, by_id, environment, write_jsonl

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from data_agent_compare.compare.task import Answer, Gold, QuestionType, Task
+from data_agent_compare.core.task import Answer, Gold, QuestionType, Task
 from data_agent_compare.evaluators.dabstep import question_scorer, score_dabstep, strict_question_scorer
 
 from helpers import FIXTURES

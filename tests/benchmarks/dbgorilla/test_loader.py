@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError
-from data_agent_compare.compare.task import QuestionType
+from data_agent_compare.core import TaskLoadError
+from data_agent_compare.core.task import QuestionType
 from data_agent_compare.tasks.dbgorilla import load_dbgorilla, query_database_spec
 
 from helpers import FIXTURES

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.compare.task import Answer, Gold, QuestionType, Task, ToolCall
+from data_agent_compare.core.task import Answer, Gold, QuestionType, Task, ToolCall
 from data_agent_compare.evaluators.dbgorilla import (
     COMPONENTS,
     argument_bucket,

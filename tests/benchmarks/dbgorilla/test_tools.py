@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_agent_compare.compare import CallContext, Message, ModelRequest, Task
+from data_agent_compare.core import CallContext, Message, ModelRequest, Task
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.tasks.dbgorilla import load_dbgorilla
 

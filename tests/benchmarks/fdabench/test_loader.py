@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.compare import TaskLoadError
-from data_agent_compare.compare.task import DataSourceKind, EdgeType, QuestionType, Task
+from data_agent_compare.core import TaskLoadError
+from data_agent_compare.core.task import DataSourceKind, EdgeType, QuestionType, Task
 from data_agent_compare.tasks.fdabench import DB_ROOT_ENV, load_fdabench
 
 from helpers import FIXTURES, by_id, environment, write_jsonl

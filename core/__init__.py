@@ -1,16 +1,16 @@
 """The core of the suite and its public API: what a system, tool, scorer or benchmark needs.
 
-    task       compare/task.py       Task, Gold, Answer, DataSource
-    trace      compare/trace.py      Trace, steps, Phase and the phase rules, Budgets
-    model      compare/model.py      model interface, MeteredModel, providers by name
-    tool       compare/tool.py       Tool, ToolEnvironment
-    prompt     compare/prompt.py     the task prompt every system shows
-    system     compare/system.py     System, systems by name
-    context    compare/context.py    RunContext: what a system gets for one task run
-    benchmark  compare/benchmark.py  Benchmark, benchmarks by name, TaskLoadError
-    scorer     compare/scorer.py     scorers by name
-    registry   compare/registry.py   the name → "module:Class" registries and entry points
-    run log    compare/runlog.py     Manifest, ResultRecord, read_run, RunLogWriter
+    task       core/task.py       Task, Gold, Answer, DataSource
+    trace      core/trace.py      Trace, steps, Phase and the phase rules, Budgets
+    model      core/model.py      model interface, MeteredModel, providers by name
+    tool       core/tool.py       Tool, ToolEnvironment
+    prompt     core/prompt.py     the task prompt every system shows
+    system     core/system.py     System, systems by name
+    context    core/context.py    RunContext: what a system gets for one task run
+    benchmark  core/benchmark.py  Benchmark, benchmarks by name, TaskLoadError
+    scorer     core/scorer.py     scorers by name
+    registry   core/registry.py   the name → "module:Class" registries and entry points
+    run log    core/runlog.py     Manifest, ResultRecord, read_run, RunLogWriter
 
 The core imports nothing above it: providers and tools (`providers/`, `tools/`), the plug-ins
 (`workflows/`, `systems/`, `tasks/`, `evaluators/`) and the application (`app/`, `reports/`)
@@ -67,7 +67,7 @@ from .task import (
 from .tool import FinalToolCall, SystemStep, Tool, ToolEnvironment, ToolError, ToolResult, ToolSettings
 from .trace import BudgetExceeded, Budgets, Phase, Trace, TraceRecorder, Usage
 
-# The public name of the scorer decorator `reports` (its name in `compare/scorer.py`, where the evaluators take it):
+# The public name of the scorer decorator `reports` (its name in `core/scorer.py`, where the evaluators take it):
 # `data_agent_compare.reports` is the report package, never this decorator.
 reports_metrics = reports
 
