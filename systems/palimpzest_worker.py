@@ -76,13 +76,15 @@ def _loopback(host: object) -> bool:
         return False
 
 
-def install_network_guard(attempts: list[str]) -> None:
-    """Refuse, and list in `attempts`, every non-loopback resolve or connect of this process."""
+def install_network_guard(attempts: list[str], who: str = "the palimpzest worker") -> Callable[[], None]:
+    """Refuse, and list in `attempts`, every non-loopback resolve or connect of this process (Unix sockets
+    are allowed); returns what undoes it. The tests' `no_network` is this guard too."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
     real_getaddrinfo = socket.getaddrinfo
 
     def refuse(what: str) -> OSError:
         attempts.append(what)
-        return OSError(f"network access refused by the palimpzest worker: {what}")
+        return OSError(f"network access refused by {who}: {what}")
 
     def guarded(real: Callable[..., Any]) -> Callable[..., Any]:
         def connect(self: socket.socket, address: Any) -> Any:
@@ -97,9 +99,13 @@ def install_network_guard(attempts: list[str]) -> None:
             raise refuse(f"resolve {host!r}")
         return real_getaddrinfo(host, *args, **kwargs)
 
-    socket.socket.connect = guarded(socket.socket.connect)  # type: ignore[method-assign]
-    socket.socket.connect_ex = guarded(socket.socket.connect_ex)  # type: ignore[method-assign]
+    def undo() -> None:
+        socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
+        socket.getaddrinfo = real_getaddrinfo  # type: ignore[assignment]
+
+    socket.socket.connect, socket.socket.connect_ex = guarded(real_connect), guarded(real_connect_ex)  # type: ignore[method-assign]
     socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    return undo
 
 
 # ---------------------------------------------------------------- importing palimpzest on Python 3.11

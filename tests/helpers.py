@@ -12,7 +12,6 @@ response bodies recorded as JSONL.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import re
@@ -58,6 +57,7 @@ from data_agent_compare.core import (
 )
 from data_agent_compare.core.model import forget_provider
 from data_agent_compare.providers.scripted import ScriptedProvider
+from data_agent_compare.systems.palimpzest_worker import install_network_guard
 from data_agent_compare.tools.postgres import PostgresUnavailable, find_bin_dir
 
 TESTS = Path(__file__).resolve().parent
@@ -459,15 +459,6 @@ RECORDED = load_recorded(FIXTURES / "openrouter_responses.jsonl")
 # ---------------------------------------------------------------- no network beyond loopback
 
 
-def _loopback(host: object) -> bool:
-    if host in (None, "", "localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
 @contextlib.contextmanager
 def no_network() -> Iterator[list[str]]:
     """Refuse, and list, every attempt of this process to resolve or connect to anything but loopback.
@@ -475,33 +466,11 @@ def no_network() -> Iterator[list[str]]:
     Frameworks often swallow connection errors (a price map, a tokenizer, telemetry), so a test must
     assert that the yielded list is empty, not only that nothing raised. Unix sockets are allowed."""
     attempts: list[str] = []
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    real_getaddrinfo = socket.getaddrinfo
-
-    def refuse(what: str) -> OSError:
-        attempts.append(what)
-        return OSError(f"network access refused by the test: {what}")
-
-    def guarded(real: Callable[..., Any]) -> Callable[..., Any]:
-        def connect(self: socket.socket, address: Any) -> Any:
-            if self.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):
-                raise refuse(f"connect {address}")
-            return real(self, address)
-
-        return connect
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _loopback(host.decode() if isinstance(host, bytes) else host):
-            raise refuse(f"resolve {host!r}")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    socket.socket.connect, socket.socket.connect_ex = guarded(real_connect), guarded(real_connect_ex)  # type: ignore[method-assign]
-    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    undo = install_network_guard(attempts, who="the test")
     try:
         yield attempts
     finally:
-        socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex  # type: ignore[method-assign]
-        socket.getaddrinfo = real_getaddrinfo  # type: ignore[assignment]
+        undo()
 
 
 # ---------------------------------------------------------------- an MCP client (the official `mcp` SDK)
