@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from data_agent_compare.app.runner import execute
-from data_agent_compare.core import SYSTEMS, QuestionType
+from data_agent_compare.core import SYSTEMS, Message, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.external import ExternalSystemError, external_system, load_external_systems
 
@@ -317,3 +317,42 @@ def test_scripted_agent_stopped_by_the_step_budget_ends_with_its_status(tmp_path
     assert record["status"] == "max_steps", record["error"]
     assert record["model_calls"] == 2
     assert [s["tool"] for s in trace["steps"] if s["kind"] == "tool_call"] == ["execute_sql", "execute_sql"]
+
+
+ASKS_FOR_ITS_OWN_SAMPLING = textwrap.dedent(
+    """
+    import os
+    import httpx
+
+    body = {
+        "model": os.environ["DAC_MODEL"],
+        "messages": [{"role": "user", "content": open(os.environ["DAC_QUESTION_FILE"]).read()}],
+        "temperature": 0.9,
+        "max_tokens": 77,
+    }
+    headers = {"Authorization": "Bearer " + os.environ["DAC_TOKEN"]}
+    reply = httpx.post(os.environ["DAC_MODEL_BASE_URL"] + "/chat/completions", json=body, headers=headers, timeout=60)
+    print(reply.json()["choices"][0]["message"]["content"])
+    """
+)
+
+
+def test_scripted_agent_asking_for_its_own_sampling_gets_the_runs_settings_and_the_record_says_both(
+    tmp_path, scripted_model, external
+):
+    script = tmp_path / "agent.py"
+    script.write_text(ASKS_FOR_ITS_OWN_SAMPLING)
+    name = define(external, "test_scripted_own_sampling", ["{python}", str(script)])
+    seen = []
+
+    def reply(request, context):
+        seen.append((request.temperature, request.max_output_tokens))
+        return Message(role="assistant", content="50")
+
+    generation = {"temperature": 0.3, "max_output_tokens": 123}
+    record, _, _ = run_task(tmp_path, scripted_model(reply), factoid(), name, generation=generation)
+
+    assert record["status"] == "completed", record["error"]
+    assert seen == [(0.3, 123)]  # the gateway sent the run's settings, not the agent's 0.9 / 77
+    assert record["generation_asked"]["temperature"] == {"0.9": 1}
+    assert record["generation_sent"]["temperature"] == {"0.3": 1}
