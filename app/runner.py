@@ -474,6 +474,9 @@ def _execute(
         manifest.status = "failed"
         why = failure.strerror or str(failure)
         raise RunWriteError(f"cannot write the run directory {plan.run_dir}: {why}") from failure
+    except Exception:  # refused once started (a Ray node that cannot see the data) or a bug: never left "running"
+        manifest.status = "failed"
+        raise
     finally:
         plan.config = plan.config.model_copy(update={"executor": asked})
         endpoint.stop()

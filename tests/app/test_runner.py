@@ -147,3 +147,24 @@ def test_a_provider_failure_is_an_infrastructure_error_not_the_systems(tmp_path,
     assert record.status == "infra_error" and "HTTP 503" in record.error
     (row,) = summarize([record])
     assert row.infra_errors == 1 and row.errors == 0 and row.accuracy is None and row.accuracy_n == 0
+
+
+class _PrepareCrashes(System):
+    """A system whose shared preparation (an index build) fails after the run has started."""
+
+    name = "tool_use"
+
+    def prepare(self, tasks, setup):
+        raise RuntimeError("index build crashed")
+
+    def run(self, task: Task, ctx: RunContext) -> Answer:
+        raise AssertionError("never reached")
+
+
+def test_a_run_that_fails_after_it_started_is_recorded_failed_not_left_running(tmp_path, scripted_model):
+    tasks = [t for t in load_tasks("bundled") if t.question_type == "single_choice"][:1]
+    plan = make_plan(tmp_path, tasks, scripted_model(answer_a), ["tool_use"])
+    plan.systems["tool_use"] = _PrepareCrashes()
+    with pytest.raises(RuntimeError, match="index build crashed"):
+        execute(plan)
+    assert json.loads((plan.run_dir / "manifest.json").read_text())["status"] == "failed"
