@@ -631,10 +631,15 @@ class RunLogWriter:
 
     def spent(self, call: SpentCall) -> None:
         """Journal one model call (or the calls in flight) of a unit's attempt."""
+        line = call.model_dump_json(exclude_defaults=True) + "\n"
         with self._calls_lock:
+            if self._calls is not None and self._calls.closed:  # a gateway call that ended after the run closed
+                with (self.run_dir / CALLS_FILE).open("a", encoding="utf-8") as late:
+                    late.write(line)
+                return
             if self._calls is None:
                 self._calls = (self.run_dir / CALLS_FILE).open("a", encoding="utf-8")
-            self._calls.write(call.model_dump_json(exclude_defaults=True) + "\n")
+            self._calls.write(line)
             self._calls.flush()
 
     def write_manifest(self, manifest: Manifest) -> None:

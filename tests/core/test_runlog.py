@@ -192,3 +192,13 @@ def test_requests_journaled_as_sent_and_never_answered_count_as_in_flight_once(t
     with (tmp_path / "calls.jsonl").open("a") as journal:  # a graceful stop's note of the same call
         journal.write(note.model_dump_json(exclude_defaults=True) + "\n")
     assert read_run(tmp_path).interrupted[0].in_flight_calls == 1  # counted once
+
+
+def test_a_call_that_ends_after_the_run_closed_is_still_journaled_not_an_error(tmp_path):
+    writer = RunLogWriter(tmp_path)
+    writer.write_manifest(manifest())
+    writer.spent(spent("late", task_id="T2"))
+    writer.close_with(manifest())
+    writer.spent(spent("late", task_id="T2"))  # a gateway thread finishing after the run stopped
+    (interrupted,) = read_run(tmp_path).interrupted
+    assert (interrupted.attempt, interrupted.model_calls) == ("late", 2)
