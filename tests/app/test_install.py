@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,16 @@ def test_a_non_editable_install_runs_from_any_directory(tmp_path):
     assert models["local"]["provider"] == "local"  # configs/models.yaml shipped as package data
     assert json.loads(compare("tasks", "--benchmark", "bundled", "--json"))["tasks"] == 37
     assert {row["name"] for row in json.loads(compare("systems", "--json"))} >= {"tool_use", "multi_agent"}
+
+
+def test_every_package_folder_is_listed_for_installation():
+    """A folder with an __init__.py that pyproject.toml does not list is left out of a non-editable install."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = set()
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if not d.startswith((".", "_")) and d not in ("tests", "build", "docs")]
+        if "__init__.py" in files:
+            folders.add(".".join(("data_agent_compare", *Path(folder).relative_to(ROOT).parts)))
+    assert folders - listed == set()
