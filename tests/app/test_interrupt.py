@@ -16,7 +16,8 @@ MODEL_LATENCY_S = 4.0
 
 
 def compare(*flags: str) -> list[str]:
-    return compare_command("--models", "openai-compatible:m", *flags)
+    # One unit at a time (an OpenAI-compatible model's default is 4): a unit is surely in flight at the signal.
+    return compare_command("--models", "openai-compatible:m", "--concurrency", "1", *flags)
 
 
 @pytest.mark.slow  # two real `compare` processes and a slow fake model: ~50 s
