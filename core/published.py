@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .safe_load import DocumentTooComplex
+from .safe_load import load_json as load_json_text
+
 
 class SubmissionError(Exception):
     """The submission as a whole cannot be scored (names the file and the entry): exit 2."""
@@ -75,11 +78,13 @@ class PublishedFormat:
 
 def load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json_text(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as bad:
         raise SubmissionError(f"{path}: not UTF-8 (byte offset {bad.start})") from None
     except json.JSONDecodeError as bad:
         raise SubmissionError(f"{path}: not valid JSON (line {bad.lineno}: {bad.msg})") from None
+    except DocumentTooComplex as bad:
+        raise SubmissionError(f"{path}: refused: {bad}") from None
 
 
 def text_lines(path: Path) -> list[tuple[int, str]]:
@@ -93,7 +98,7 @@ def text_lines(path: Path) -> list[tuple[int, str]]:
 
 def _first_keys(path: Path) -> frozenset[str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = load_json_text(path.read_text(encoding="utf-8"))
+    except ValueError:  # not UTF-8, not JSON, or nested too deep
         return frozenset()
     return frozenset(data[0]) if isinstance(data, list) and data and isinstance(data[0], dict) else frozenset()

@@ -49,7 +49,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import re
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -58,6 +57,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field
 
 from ..core.model import Message, MeteredModel, ModelError
+from ..core.safe_load import load_json
 from ..core.scorer import Scores, ScoringError, reports, versioned
 from ..core.task import Answer, QuestionType, Task
 from ..core.trace import BudgetExceeded, Trace
@@ -300,7 +300,7 @@ def _verdict_schema(levels: list[float]) -> dict:
 
 def _parse_verdict(content: str | None, levels: list[float]) -> tuple[float, str]:
     """Score and justification of a reply that must be exactly the verdict schema; ValueError otherwise."""
-    data = json.loads(content or "")
+    data = load_json(content or "")
     if not isinstance(data, dict) or set(data) != {"score", "justification"}:
         raise ValueError("expected an object with exactly 'score' and 'justification'")
     score, justification = data["score"], data["justification"]

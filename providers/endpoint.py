@@ -35,6 +35,7 @@ from typing import Any
 
 from ..core.context import Endpoint
 from ..core.model import MeteredModel, ModelError, ModelResponse
+from ..core.safe_load import load_json
 from ..core.trace import BudgetExceeded
 from .openai_protocol import request_from_openai, response_to_openai, stream_chunks
 
@@ -244,8 +245,8 @@ def _handler_for(gateway: GatewayServer) -> type[BaseHTTPRequestHandler]:
                 return None
             raw = self.rfile.read(int(length))
             try:
-                return json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                return load_json(raw)
+            except ValueError:  # not JSON, not UTF-8, or nested too deep
                 return None
 
         def _send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ import llama_cpp
 import numpy as np
 
 from ..core.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.safe_load import load_json
 from ..core.task import ToolCall
 from ..core.trace import Usage
 
@@ -427,8 +428,8 @@ def to_message(
     if schema is None:
         return Message(role="assistant", content=text.strip()), finish or "stop"
     try:
-        data = json.loads(text, strict=False)  # the grammar lets raw control characters into strings
-    except json.JSONDecodeError:
+        data = load_json(text, strict=False)  # the grammar lets raw control characters into strings
+    except ValueError:  # not JSON (cut short), or nested too deep
         kind = "output_limit" if finish == "length" else "malformed"  # cut at max_output_tokens: the request's
         raise ModelError(
             f"local model output is not complete JSON (finish_reason={finish}): {text[:200]!r}", kind=kind

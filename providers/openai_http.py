@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 
 from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.safe_load import load_json
 from ..core.trace import Usage
 from .http_deadline import (
     deadline,
@@ -80,8 +80,8 @@ def parse_reply(status: int, content: bytes, headers: httpx.Headers, key: str | 
     """A completion from an HTTP reply, or the ModelError that says what was wrong with it
     (also OpenRouter's 200 whose body is an error)."""
     try:
-        data = json.loads(content) if content else None
-    except (ValueError, UnicodeDecodeError):
+        data = load_json(content) if content else None
+    except ValueError:  # not JSON, not UTF-8, or nested too deep
         data = None
     error = data.get("error") if isinstance(data, dict) else None
     if status == 200 and isinstance(data, dict) and not error:
@@ -111,8 +111,8 @@ def usage_on_error(content: bytes) -> Iterator[None]:
 def reported_usage(content: bytes) -> Usage | None:
     """The usage an error reply reports (some providers bill a failed generation), else None."""
     try:
-        data = json.loads(content) if content else None
-    except (ValueError, UnicodeDecodeError):
+        data = load_json(content) if content else None
+    except ValueError:  # not JSON, not UTF-8, or nested too deep
         return None
     raw = data.get("usage") if isinstance(data, dict) else None
     return usage_from_openai(raw) if isinstance(raw, dict) and raw else None

@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Literal
 
 from ..core.model import Message, ModelRequest, ModelResponse, ToolSpec
+from ..core.safe_load import load_json
 from ..core.task import ToolCall
 from ..core.trace import Usage
 
@@ -80,8 +81,8 @@ def parse_arguments(function: dict[str, Any]) -> dict[str, Any]:
     if not arguments:
         return {}
     try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError:
+        parsed = load_json(arguments)
+    except ValueError:  # not JSON, or nested too deep
         parsed = None
     if isinstance(parsed, dict):
         return parsed

@@ -30,6 +30,7 @@ from openrouter import errors as sdk_errors
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.safe_load import load_json
 from ..core.trace import Usage
 from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
 from .openai_http import error_message, parse_reply, usage_on_error
@@ -219,7 +220,7 @@ def _status_failure(error: sdk_errors.OpenRouterError, key: str) -> ModelError:
     """A ModelError for an error status the SDK raised (retryable when transient)."""
     content = (error.body or "").encode()
     try:
-        data = json.loads(content) if content else None
+        data = load_json(content) if content else None
     except ValueError:
         data = None
     body = data.get("error") if isinstance(data, dict) else None

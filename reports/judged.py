@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..core.model import Message, MeteredModel, ModelConfig, ModelError, get_provider
 from ..core.runlog import ResultRecord, UnitKey, write_json
+from ..core.safe_load import load_json
 from ..core.trace import BudgetExceeded, Budgets, Trace, TraceRecorder, Usage
 from .cells import Cell, ReportTable, answer_text, count, cut, label, link_of
 from .failures import failure_mode
@@ -146,7 +147,7 @@ def _prompt(record: ResultRecord, question: str | None, trace: Trace | None) -> 
 
 
 def _parse(content: str | None) -> Verdict:
-    data = json.loads(content or "")
+    data = load_json(content or "")
     if not isinstance(data, dict) or set(data) != {"mode", "justification"}:
         raise ValueError("expected an object with exactly 'mode' and 'justification'")
     if data["mode"] not in JUDGED_MODES or not isinstance(data["justification"], str):

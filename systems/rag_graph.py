@@ -26,7 +26,6 @@ trace, never on a task's.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import Message
+from ..core.safe_load import load_json
 from ..tools.documents import embed
 from .rag_index import Corpus, Indexer, Passage, index_key
 
@@ -168,11 +168,11 @@ def extract(indexer: Indexer, unit: list[Passage]) -> dict[str, Any] | None:
 def parse_json(text: str | None) -> dict[str, Any]:
     """A reply's JSON object, or {} (a model that ignored the schema contributes nothing)."""
     try:
-        data = json.loads(text or "")
+        data = load_json(text or "")
     except ValueError:
         match = re.search(r"\{.*\}", text or "", re.S)
         try:
-            data = json.loads(match.group(0)) if match else {}
+            data = load_json(match.group(0)) if match else {}
         except ValueError:
             data = {}
     return data if isinstance(data, dict) else {}

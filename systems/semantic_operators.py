@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jsonschema
 
 from ..core import Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
+from ..core.safe_load import load_json
 from ..core.system import SystemSetup
 from ..core.tool import ToolResult
 from ..workflows.planning import ANSWER_REFUSED, ANSWER_SYSTEM, answer_from_results
@@ -171,8 +172,8 @@ def plan_schema(fetch: list[dict[str, Any]], operators: list[dict[str, Any]]) ->
 
 def read_json_object(text: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(text or "")
-    except json.JSONDecodeError:
+        value = load_json(text or "")
+    except ValueError:  # not JSON, or nested too deep
         return {}
     return value if isinstance(value, dict) else {}
 

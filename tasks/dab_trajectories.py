@@ -213,8 +213,8 @@ def _tool_call(raw: Any) -> ToolCall:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+            arguments = load_json(arguments) if arguments.strip() else {}
+        except ValueError:  # not JSON, or nested too deep
             arguments = {"<unparsed>": arguments}
     if not isinstance(arguments, dict):
         arguments = {"<value>": arguments}

@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..core.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
+from ..core.safe_load import load_json
 from ..core.task import (
     Answer,
     DataSource,
@@ -235,8 +236,8 @@ def _parse_literal(where: _Where, field: str, value: Any) -> Any:
         return ast.literal_eval(value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as error:
         try:
-            return json.loads(value)  # JSON written as a string: true/false/null are no Python literals
-        except json.JSONDecodeError:
+            return load_json(value)  # JSON written as a string: true/false/null are no Python literals
+        except ValueError:  # not JSON, or nested too deep
             pass
         reason = error.msg if isinstance(error, SyntaxError) else str(error)
         raise where.error(field, f"not a valid Python literal: {reason}") from error

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.published import Entry, PublishedFormat, Sample, Submission, SubmissionError, load_json, text_lines
+from ..core.safe_load import DocumentTooComplex
+from ..core.safe_load import load_json as load_json_text
 
 
 def recognizes(sample: Sample) -> bool:
@@ -72,9 +74,11 @@ def _rows(path: Path) -> list[Any]:
     rows = []
     for number, line in text_lines(path):
         try:
-            rows.append(json.loads(line))
+            rows.append(load_json_text(line))
         except json.JSONDecodeError as bad:
             raise SubmissionError(f"{path}: line {number}: not valid JSON ({bad.msg})") from None
+        except DocumentTooComplex as bad:
+            raise SubmissionError(f"{path}: line {number}: refused: {bad}") from None
     return rows
 
 

@@ -42,7 +42,6 @@ stages mongomock lacks ($sortByCount $unset $replaceWith $bucketAuto ...: an err
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ from bson.codec_options import CodecOptions, DatetimeConversion
 from mongomock.aggregate import process_pipeline
 from mongomock.collection import Collection, Cursor
 
-from ..core.safe_load import MAX_DEPTH, DocumentTooComplex, check_depth
+from ..core.safe_load import MAX_DEPTH, DocumentTooComplex, check_depth, load_json
 from ..core.tool import ToolError
 from .worker_process import WorkerDied, WorkerProcess, WorkerTimedOut
 
@@ -258,7 +257,7 @@ def collection_name(path: Path) -> str | None:
             stem = path.name.removesuffix(suffix)
             metadata = path.with_name(f"{stem}.metadata.json")
             if metadata.is_file():
-                return json.loads(metadata.read_text(encoding="utf-8")).get("collectionName", stem)
+                return load_json(metadata.read_text(encoding="utf-8")).get("collectionName", stem)
             return stem
     return None
 

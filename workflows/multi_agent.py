@@ -20,7 +20,6 @@ that status.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,6 +39,7 @@ from ..core import (
     ToolSpec,
     prompt_hash,
 )
+from ..core.safe_load import load_json
 
 MULTI_AGENT_VERSION = "1"
 COORDINATOR_SYSTEM = """You coordinate a team of data specialists. Each turn, pick the specialist who should work \
@@ -222,8 +222,8 @@ def _decision_schema(choices: list[str]) -> dict[str, Any]:
 def _parse_decision(content: str | None, schema: dict[str, Any]) -> tuple[str, str] | None:
     """(next, instruction); None for a decision that breaks the schema."""
     try:
-        decision = json.loads(content or "")
+        decision = load_json(content or "")
         jsonschema.validate(decision, schema)
-    except (json.JSONDecodeError, jsonschema.ValidationError):
+    except (ValueError, jsonschema.ValidationError):
         return None
     return decision["next"], decision["instruction"]

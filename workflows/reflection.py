@@ -38,6 +38,7 @@ from ..core import (
     ToolResult,
     prompt_hash,
 )
+from ..core.safe_load import load_json
 
 REFLECTION_VERSION = "1"
 ACTOR_SYSTEM = """You are a data analyst agent. You answer questions about the data sources listed below by \
@@ -183,8 +184,8 @@ def revise_reason(content: str | None) -> str | None:
     """The reason of a "revise" verdict; None for "accept" or output that is not a verdict
     (an unreadable verdict gives no grounds to redo work)."""
     try:
-        verdict = json.loads(content or "")
-    except json.JSONDecodeError:
+        verdict = load_json(content or "")
+    except ValueError:  # not JSON, or nested too deep
         return None
     if not isinstance(verdict, dict) or verdict.get("verdict") != "revise":
         return None

@@ -234,7 +234,7 @@ def test_local_provider_reports_waiting_for_the_model_as_queueing_with_generatio
     from data_agent_compare.core.model import ModelResponse
     from data_agent_compare.providers import local
 
-    def generate(llama, request, config, deadline) -> ModelResponse:
+    def generate(llama, request, config, deadline, pace) -> ModelResponse:
         time.sleep(CALL_S)
         return ModelResponse(message=Message(role="assistant", content="42"))
 
