@@ -56,7 +56,8 @@ def fresh_completion(llama: ConstrainedLlama, prompt: str, schema: dict[str, obj
     """A greedy completion from an empty KV cache: a prompt evaluated in other batches gives other logits."""
     llama.reset()
     llama._ctx.kv_cache_clear()
-    return local._complete(llama, prompt, schema, 40, 0.0, 0, time.monotonic() + 300)["choices"][0]["text"]
+    watch = local.Pace().watch(time.monotonic() + 300)
+    return local._complete(llama, prompt, schema, 40, 0.0, 0, watch)["choices"][0]["text"]
 
 
 @pytest.mark.slow
