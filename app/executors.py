@@ -152,6 +152,7 @@ class WorkerPlan:
     limit_share: float
     units: list[tuple[str, ModelConfig, Task]]  # what the worker may run, for System.prepare
     run_pid: int  # the run's process: workers stop when it dies
+    in_flight: int = 1  # units this worker runs at once (its database worker processes are started for them)
 
     @classmethod
     def of(cls, plan: RunPlan, pending: list[Unit], workers: int) -> WorkerPlan:
@@ -165,6 +166,7 @@ class WorkerPlan:
             limit_share=1.0 / workers,
             units=[(u.system, u.model, u.task) for u in pending],
             run_pid=os.getpid(),
+            in_flight=-(-max(1, min(plan.config.concurrency, len(pending))) // workers),
         )
 
     def build(self) -> tuple[RunPlan, dict[str, float]]:
@@ -187,7 +189,7 @@ class WorkerPlan:
             limit_share=self.limit_share,
         )
         loaded = prepare_models(plan) if plan.replay is None else {}
-        prepare_tools(plan.tasks, config.tools)
+        prepare_tools(plan.tasks, config.tools, self.in_flight)
         prepare_systems(plan.systems, self.units, config.tools, plan.run_dir, {}, setup_provider(plan))
         return plan, loaded
 

@@ -447,7 +447,8 @@ def _execute(
         stage("loading models")
         manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else prepare_models(plan)
         stage("loading the embedding model and document indexes")
-        manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools)
+        in_flight = plan.config.concurrency if plan.config.executor == "thread" else 0  # workers prepare their own
+        manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools, in_flight)
         # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
         units = [(u.system, u.model, u.task) for u in pending]
         prepare_systems(

@@ -87,9 +87,23 @@ def default_tools(task: Task, settings: ToolSettings) -> list[Tool]:
     return offered(task, tools)
 
 
-def prepare_tools(tasks: list[Task], settings: ToolSettings) -> dict[str, float]:
+ENGINE_KINDS = (DataSourceKind.SQLITE, DataSourceKind.DUCKDB, DataSourceKind.MONGO)  # served by worker processes
+
+
+def prepare_tools(tasks: list[Task], settings: ToolSettings, in_flight: int = 0) -> dict[str, float]:
     """Load, once and before any task's clock, what building the tasks' tools would load per task: each
-    document corpus's index and the embedding model. Returns the seconds spent, by what was loaded."""
+    document corpus's index and the embedding model; and, for `in_flight` units at once, the worker
+    processes their databases open in (`worker_process.prestart`). Returns the seconds spent, by what."""
+    loaded = _preload_documents(tasks, settings)
+    engines = max((sum(s.kind in ENGINE_KINDS for s in t.data) for t in tasks if not t.unavailable), default=0)
+    if in_flight and engines:
+        from .worker_process import prestart
+
+        loaded["database worker processes"] = prestart(min(in_flight, len(tasks)) * engines)
+    return loaded
+
+
+def _preload_documents(tasks: list[Task], settings: ToolSettings) -> dict[str, float]:
     from .documents import preload
 
     start = time.perf_counter()

@@ -150,6 +150,29 @@ def _spawn() -> _Child:
     return _Child(process, Connection(requests_write, readable=False), Connection(replies_read, writable=False))
 
 
+def prestart(count: int) -> float:
+    """Start up to `count` idle children and wait until each has loaded its engines (a `close` with nothing
+    open is their ready signal), so that opening a task's database reuses one instead of paying a start
+    (about a second) inside the task's clock. Returns the seconds it took."""
+    global _most_open
+    start = time.monotonic()
+    with _idle_lock:
+        count = max(0, min(count, IDLE_MAX) - len(_idle))
+    children = [_spawn() for _ in range(count)]
+    for child in children:
+        child.requests.send(("close", ()))
+    ready = []
+    for child in children:
+        if child.replies.poll(OPEN_TIMEOUT_S) and child.replies.recv()[0] == "ok":
+            ready.append(child)
+        else:
+            _end(child, kill=True)
+    with _idle_lock:
+        _idle.extend(ready)
+        _most_open = max(_most_open, len(_idle))  # kept idle again after each use
+    return time.monotonic() - start
+
+
 def _take_idle() -> _Child | None:
     global _open, _most_open
     with _idle_lock:
