@@ -81,14 +81,23 @@ class WorkerProcess:
         return self._child.process if self._child else None
 
     def _start(self) -> None:
-        self._child = _take_idle() or _spawn()
-        try:
-            self._exchange(self._open_request, OPEN_TIMEOUT_S)
-        except (WorkerDied, WorkerTimedOut) as error:
-            raise ToolError(f"{self.label}: its worker process failed to start") from error
-        except BaseException:  # the engine refused to open (a missing or bad file): the child stays usable
-            self.stop()
-            raise
+        # An idle child can have died since it was kept (PR_SET_PDEATHSIG fires when the thread that started it
+        # ends): one that dies on `open` is replaced once by a fresh one.
+        for fresh in (False, True):
+            self._child = (None if fresh else _take_idle()) or _spawn()
+            if fresh:
+                _opened()
+            try:
+                self._exchange(self._open_request, OPEN_TIMEOUT_S)
+                return
+            except WorkerDied as died:
+                if fresh:
+                    raise ToolError(f"{self.label}: its worker process failed to start") from died
+            except WorkerTimedOut as error:
+                raise ToolError(f"{self.label}: its worker process failed to start") from error
+            except BaseException:  # the engine refused to open (a missing or bad file): the child stays usable
+                self.stop()
+                raise
 
     def call(self, method: str, *args: Any) -> Any:
         if self._child is None:
@@ -184,6 +193,13 @@ def _take_idle() -> _Child | None:
                 return child
             _end(child, kill=True)
     return None
+
+
+def _opened() -> None:
+    global _open, _most_open
+    with _idle_lock:
+        _open += 1
+        _most_open = max(_most_open, _open)
 
 
 def _closed() -> None:

@@ -196,3 +196,20 @@ def test_the_mongo_result_cap_counts_documents_as_bson():
     check_result_size([{"text": "x" * 1000}] * 100)
     with pytest.raises(MongoQueryError, match=f"larger than {RESULT_MAX_BYTES >> 20} MB"):
         check_result_size([{"text": "x" * (1 << 20)}] * 40)
+
+
+def test_a_kept_worker_that_died_meanwhile_is_replaced_when_a_database_opens() -> None:
+    from data_agent_compare.tools import worker_process
+
+    settings = ToolSettings(sql_timeout_s=TIMEOUT_S)
+    source = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(FIXTURES / "regional_sales.sqlite"))
+    worker_process.prestart(1)
+    for child in worker_process._idle:  # killed while idle (the thread that started it ended), not yet seen dead
+        child.process.kill()
+        child.process.wait()
+        child.process.poll = lambda: None  # type: ignore[method-assign]
+    tool = SqlTool(Databases([source], settings), settings)
+    try:
+        assert tool.run({"sql": "SELECT 1 AS one"}).content.startswith("one\n1")
+    finally:
+        tool.close()
