@@ -95,7 +95,7 @@ class RunConfig(BaseModel):
     @classmethod
     def _gather_benchmark_settings(cls, data: Any) -> Any:
         try:
-            return gather(data, input_keys(cls), "bundled")
+            return gather(data, input_keys(cls), cls.model_fields["benchmark"].default)
         except BenchmarkSettingsError as refused:
             raise ConfigError(str(refused)) from None
 

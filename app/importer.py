@@ -24,11 +24,12 @@ from ..core.runlog import Manifest, ResultRecord, RunLogWriter, record_of, trace
 from ..core.scorer import score
 from ..core.task import Task
 from ..core.trace import Budgets, utc_now
+from ..tasks import dab_trajectories as published
 from ..tasks.dab_trajectories import TrajectoryError, Trial, find_trials, read_trial
 from .config import RunConfig
 
-IMPORT_FORMATS = ("dab-trajectories",)
-DEFAULT_SYSTEM = "dab-react"
+IMPORT_FORMATS = (published.FORMAT,)
+DEFAULT_SYSTEM = published.DEFAULT_SYSTEM
 
 
 class ImportFailed(ValueError):
@@ -89,11 +90,11 @@ def _record(trial: Trial, task: Task | None, scorers: tuple[str, ...]) -> Result
         answer,
         task,
         task_id=trial.task_id,
-        benchmark="dab",
+        benchmark=published.BENCHMARK,
         system=trace.system,
         model=trial.model,
         epoch=trial.epoch,
-        question_type="factoid",
+        question_type=published.QUESTION_TYPE,
         scores=scores,
         scoring_error=scoring_error,
         trace_file=trace_path(trace.system, trial.model, trial.task_id, trial.epoch),
@@ -106,7 +107,7 @@ def _manifest(
     models = sorted({t.model for t in trials})
     systems = sorted({t.trace.system for t in trials})
     imported_from = {
-        "format": "dab-trajectories",
+        "format": published.FORMAT,
         "path": str(Path(path).absolute()),
         "trials": len(trials),
         "missing": imported.missing,
@@ -116,9 +117,10 @@ def _manifest(
     # tasks when given, DAB's harness budgets; where the trials came from is told under `systems`.
     tasks_path = str(Path(benchmark.path).absolute()) if benchmark is not None and benchmark.path else None
     hints = bool(benchmark.options.get("hints")) if benchmark is not None else False
-    budgets = Budgets(max_steps=100, wall_time_s=3600, tool_result_max_chars=10_000, max_tokens=2_000_000)
+    budgets = Budgets(**published.HARNESS_BUDGETS)
     config = RunConfig(
-        workflows=systems, models=models, benchmark="dab", tasks_path=tasks_path, hints=hints, budgets=budgets
+        workflows=systems, models=models, benchmark=published.BENCHMARK, tasks_path=tasks_path, hints=hints,
+        budgets=budgets,
     )
     return Manifest(
         suite_version=__version__,
@@ -131,9 +133,9 @@ def _manifest(
         models=[ModelConfig(alias=m, provider="dab-published", model_id=m) for m in models],
         budgets=budgets,
         systems={
-            name: {"kind": "imported", "agent": "DAB's ReAct agent", "imported": imported_from} for name in systems
+            name: {"kind": "imported", "agent": published.AGENT, "imported": imported_from} for name in systems
         },
-        benchmark="dab",
+        benchmark=published.BENCHMARK,
         task_ids=sorted({t.task_id for t in trials}),
         units=len(trials),
         benchmark_notes=notes,

@@ -38,6 +38,13 @@ from ..core.task import Answer, AnswerStatus, ToolCall
 from ..core.trace import ModelCallStep, PhaseRules, ToolCallStep, Trace, Usage
 from ..tools.dab import DAB_TOOL_NAMES, ReturnAnswerTool
 
+# What the importer (app/importer.py) needs to know of these trajectories, said here, with DAB's other knowledge:
+BENCHMARK = "dab"  # the benchmark whose tasks the trials answer
+FORMAT = "dab-trajectories"  # `compare import FORMAT PATH`
+DEFAULT_SYSTEM = "dab-react"  # the row's name unless --system gives another
+AGENT = "DAB's ReAct agent"
+QUESTION_TYPE = "factoid"  # DAB's questions: free text checked by its validators
+HARNESS_BUDGETS = {"max_steps": 100, "wall_time_s": 3600, "tool_result_max_chars": 10_000, "max_tokens": 2_000_000}
 FINAL_FILE, LLM_FILE, TOOL_FILE = "final_agent.json", "llm_calls.jsonl", "tool_calls.jsonl"
 RUN_PATH = re.compile(r"query_(?P<dataset>[^/]+)/query(?P<query>\d+)/data_agent/run_(?P<run>\d+)$")
 ANSWER_TOOL = ReturnAnswerTool.name

@@ -28,6 +28,7 @@ class ImportOptions:
 def import_run(options: ImportOptions) -> None:
     """Turn published agent trajectories into a run directory every other command reads (compare report)."""
     from ...core.benchmark import BenchmarkError
+    from ...tasks.dab_trajectories import BENCHMARK
     from ..importer import IMPORT_FORMATS, ImportFailed, import_trajectories
 
     if options.fmt not in IMPORT_FORMATS:
@@ -39,7 +40,7 @@ def import_run(options: ImportOptions) -> None:
         raise fail(f"{out} already holds a run (results.jsonl): give a new --out")
     bench = None
     if options.tasks_path is not None:
-        bench = benchmark_at("dab", options.tasks_path, hints=options.hints)
+        bench = benchmark_at(BENCHMARK, options.tasks_path, hints=options.hints)
     try:
         imported = import_trajectories(options.path, out, system=options.system, benchmark=bench)
     except (ImportFailed, BenchmarkError) as problem:
