@@ -93,10 +93,12 @@ PROBE = textwrap.dedent(
 # opened (its trace, written by the run and read by the report); nothing compiled or built. Issue 22 measured
 # ~1,760, ~1,740, 38, 40 and 7; before it (run log redaction scanning every record and trace, records read twice
 # at the end): 54 scans and 44 validations. The limits leave a tenth for new features: more is a regression to
-# find (py-spy, docs/PERFORMANCE.md) before the limit is raised.
+# find (py-spy, docs/PERFORMANCE.md) before the limit is raised. The two call counts get about a seventh: part of
+# them is the main thread waiting on futures and redrawing progress, which grows with wall time, so a loaded
+# machine adds some (1,930 and 1,900 measured at load 2; a full CI run at load ~3 went past 2,000).
 LIMITS = {
-    "python_calls": 2_100,
-    "builtin_calls": 2_000,
+    "python_calls": 2_200,
+    "builtin_calls": 2_200,
     "files_opened": 2,
     "code_compiled": 0,
     "regex_compiled": 0,
