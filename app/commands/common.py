@@ -19,6 +19,18 @@ if TYPE_CHECKING:
 
 # Both strip escape sequences from what they print: messages quote servers, agents and datasets (issue 26).
 console = TerminalConsole(stderr=True)  # messages, warnings, progress
+
+# Options that `resume` and `replay` both take (one declaration, one help text).
+PostgresUrlAgain = typing.Annotated[
+    str | None, typer.Option(help="The run's PostgreSQL server again (its password is not recorded).")
+]
+AllowDrift = typing.Annotated[
+    bool,
+    typer.Option(
+        "--allow-drift",
+        help="Go on although code, plugins, scorers or data changed since the run (recorded in the manifest).",
+    ),
+]
 output = TerminalConsole()  # what a command prints as its result (tables, JSON)
 
 EXIT_WRITE_FAILED = 74  # sysexits' EX_IOERR

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .common import fail
+from .common import AllowDrift, PostgresUrlAgain, fail
 
 
 @dataclass(frozen=True)
@@ -18,16 +18,8 @@ class ReplayOptions:
 
     source: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="The run whose model responses are replayed.")]
     out: Annotated[str | None, typer.Option(help="The new run directory (default runs/<time>-<benchmark>).")] = None
-    postgres_url: Annotated[
-        str | None, typer.Option(help="The run's PostgreSQL server again (its password is not recorded).")
-    ] = None
-    allow_drift: Annotated[
-        bool,
-        typer.Option(
-            "--allow-drift",
-            help="Go on although code, plugins, scorers or data changed since the run (recorded in the manifest).",
-        ),
-    ] = False
+    postgres_url: PostgresUrlAgain = None
+    allow_drift: AllowDrift = False
 
 
 def replay(options: ReplayOptions) -> None:

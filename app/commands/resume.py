@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .common import fail
+from .common import AllowDrift, PostgresUrlAgain, fail
 
 
 @dataclass(frozen=True)
@@ -17,22 +17,14 @@ class ResumeOptions:
     """Only where the run is, and the URLs whose passwords the manifest does not keep: the rest is recorded."""
 
     run_dir: Annotated[Path, typer.Argument(help="The run directory to finish.")]
-    postgres_url: Annotated[
-        str | None, typer.Option(help="The run's PostgreSQL server again (its password is not recorded).")
-    ] = None
+    postgres_url: PostgresUrlAgain = None
     postgres_reader_url: Annotated[
         str | None, typer.Option(help="The run's read-only role again (its password is not recorded).")
     ] = None
     base_url: Annotated[
         str | None, typer.Option(help="The run's --base-url again, when it held a password (not recorded).")
     ] = None
-    allow_drift: Annotated[
-        bool,
-        typer.Option(
-            "--allow-drift",
-            help="Go on although code, plugins, scorers or data changed since the run (recorded in the manifest).",
-        ),
-    ] = False
+    allow_drift: AllowDrift = False
     retry_errors: Annotated[
         bool,
         typer.Option(
