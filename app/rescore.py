@@ -36,7 +36,7 @@ from ..core.task import Answer, Task
 from ..core.trace import Trace, utc_now
 from .config import ConfigError, RunConfig, load_plugins, missing_api_keys
 from .identity import process_code_identity
-from .units import RunPlan, Unit, _judge_for
+from .units import RunPlan, Unit, judge_model
 
 NOT_COPIED = {MANIFEST_FILE, RESULTS_FILE, ".lock", "summary.md"}  # written anew (reports are rebuilt)
 
@@ -151,9 +151,10 @@ def _scored_again(
     record: ResultRecord, trace: Trace, unit: Unit, plan: RunPlan
 ) -> tuple[ResultRecord, Trace, Trace | None]:
     answer = Answer.model_validate({**record.answer, "status": record.status, "error": record.error})
-    judge, judge_recorder = _judge_for(unit, plan, None) if record.judge_trace_file else (None, None)
-    sheet = score(unit.task, answer, trace, plan.benchmark.scorers, judge, strict_answers=plan.config.strict_answers)
-    judge_trace = judge_recorder.finish("completed") if judge_recorder is not None else None
+    judge = judge_model(unit, plan) if record.judge_trace_file else None
+    metered = judge.metered if judge is not None else None
+    sheet = score(unit.task, answer, trace, plan.benchmark.scorers, metered, strict_answers=plan.config.strict_answers)
+    judge_trace = judge.recorder.finish("completed") if judge is not None else None
     update: dict[str, object] = {
         "schema_version": RUN_LOG_SCHEMA_VERSION,
         "scores": sheet.scores,

@@ -6,9 +6,9 @@ record. The runner (`runner.py`) plans and orders units; the executors (`executo
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,35 +16,20 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..core.benchmark import Benchmark
-from ..core.context import EndpointFactory, RunContext
+from ..core.context import EndpointFactory
 from ..core.limits import RateLimiter
-from ..core.model import (
-    PROVIDERS,
-    REQUEST_FAULTS,
-    MeteredModel,
-    ModelConfig,
-    ModelError,
-    ModelProvider,
-    failure_status,
-    get_provider,
-    unrecovered_failure,
-)
+from ..core.model import PROVIDERS, ModelConfig, ModelProvider, get_provider
 from ..core.registry import RegistryError
-from ..core.runlog import (
-    ResultRecord,
-    UnitKey,
-    record_of,
-    trace_path,
-)
+from ..core.runlog import ResultRecord, UnitKey, record_of, trace_path
 from ..core.scorer import score
-from ..core.system import System
-from ..core.task import Answer, AnswerStatus, QuestionType, Task
-from ..core.tool import DataUnavailable, FinalToolCall, ToolEnvironment
-from ..core.trace import BudgetExceeded, Budgets, Trace
-from ..providers.cache import KeyedProvider, ResponseCache, default_cache_dir
+from ..core.system import System, run_system
+from ..core.task import QuestionType, Task
+from ..core.trace import Budgets, Trace
+from ..providers.cache import ResponseCache, default_cache_dir
+from ..providers.journal import AttemptJournal, SpendSink, UnitRecorder, spent_line
 from ..providers.replay import ReplayLog, ReplayProvider
 from .config import RunConfig
-from .model_stack import ModelLayers, SpendJournal, SpendSink, UnitModel, UnitRecorder, build_unit_model, spent_line
+from .model_stack import ModelLayers, ModelRole, UnitModel, build_unit_models
 
 
 class RunWriteError(Exception):
@@ -111,9 +96,21 @@ class RunPlan:
         settings = self.config.cache
         return ResponseCache(Path(settings.dir) if settings.dir else default_cache_dir()) if settings.enabled else None
 
-    def model_layers(self) -> ModelLayers:
-        """What this run puts around each model it calls (`model_stack.py`)."""
-        return ModelLayers(self.replay, self.limiter, self.cache, self.config.retries)
+    def model_layers(self, roles: list[ModelRole]) -> ModelLayers:
+        """What this run puts around each model of `roles` (`model_stack.py`)."""
+        providers = {r.model.provider: get_provider(r.model.provider) for r in roles} if self.replay is None else {}
+        return ModelLayers(providers, self.replay, self.limiter, self.cache, self.config.retries)
+
+    def model_roles(self, task: Task, model: ModelConfig) -> list[ModelRole]:
+        """The models a unit of `task` calls: the system's (by the run's budgets, the task's step limit
+        first), and the judge's for report tasks when the run has a judge (by its own sampling settings)."""
+        budgets = self.config.budgets
+        if task.max_steps is not None:
+            budgets = budgets.model_copy(update={"max_steps": task.max_steps})
+        roles = [ModelRole("system", model, budgets, self.config.generation)]
+        if self.judge is not None and task.question_type == QuestionType.REPORT:
+            roles.append(ModelRole("judge", self.judge, JUDGE_BUDGETS, self.config.judge_generation))
+        return roles
 
     def units(self) -> Iterator[Unit]:
         for epoch in range(1, self.config.epochs + 1):
@@ -153,9 +150,9 @@ class Attempts:
         self._running: dict[str, tuple[Unit, list[UnitRecorder]]] = {}
         self._lock = threading.Lock()
 
-    def start(self, attempt: str, unit: Unit, recorder: UnitRecorder) -> None:
+    def start(self, attempt: str, unit: Unit, recorders: list[UnitRecorder]) -> None:
         with self._lock:
-            self._running.setdefault(attempt, (unit, []))[1].append(recorder)
+            self._running.setdefault(attempt, (unit, []))[1].extend(recorders)
 
     def finish(self, attempt: str) -> None:
         with self._lock:
@@ -189,42 +186,54 @@ def run_unit(
 ) -> UnitResult:
     """Run one task with one system and model, then score it; never raises for failures of the system.
     Returns the result record, the system's trace and the judge's trace (when a judge scored it).
-    With a writer, each model call is journaled as it finishes (calls.jsonl)."""
+    With a writer, each model call is journaled as it finishes (calls.jsonl).
+
+    One pass down the floors: the unit's models (`model_stack.py`), the system's answer (`run_system`),
+    the scores (`score`) and the record (`record_of`)."""
     task, config = unit.task, plan.config
-    budgets = config.budgets
-    if task.max_steps is not None:
-        budgets = budgets.model_copy(update={"max_steps": task.max_steps})
     attempt, attempts = uuid.uuid4().hex[:16], attempts or Attempts()
-    journal = SpendJournal(writer, attempt) if writer is not None else None
-    model = build_unit_model(unit.key, unit.model, "system", budgets, plan.model_layers(), config.generation, journal)
-    attempts.start(attempt, unit, model.recorder)
+    journal = AttemptJournal(writer, attempt) if writer is not None else None
+    roles = plan.model_roles(task, unit.model)
+    layers = plan.model_layers(roles)
+    models = build_unit_models(unit.key, roles, layers, journal)
+    attempts.start(attempt, unit, models.recorders)
     try:
-        answer = _answer(unit, plan, model, endpoint)
-        trace = model.recorder.finish(answer.status, answer.error)
-        judge, judge_recorder = _judge_for(unit, plan, journal)
-        if judge_recorder is not None:
-            attempts.start(attempt, unit, judge_recorder)
-        strict = plan.config.strict_answers  # a failing scorer leaves its metrics without a value
-        sheet = score(task, answer, trace, plan.benchmark.scorers, judge, strict_answers=strict)
+        tools = functools.partial(plan.benchmark.tools, task, config.tools)
+        answer = run_system(plan.systems[unit.system], task, tools, models.system.metered, endpoint)
+        trace = models.system.recorder.finish(answer.status, answer.error)
+        judge = models.judge.metered if models.judge else None
+        if models.judge is not None:
+            models.judge.recorder.start(setup=False)  # the judge's clock starts with the scoring
+        sheet = score(task, answer, trace, plan.benchmark.scorers, judge, strict_answers=config.strict_answers)
     finally:
         attempts.finish(attempt)
-    judge_trace = judge_recorder.finish("completed") if judge_recorder else None
-    answer = _replay_miss(answer, model.recorder.provider, judge_recorder.provider if judge_recorder else None)
-    record = _result_record(unit, answer, trace, sheet.scores, sheet.error, judge_trace)
+    judge_trace = models.judge.recorder.finish("completed") if models.judge else None
+    if missed := models.replay_missed:  # a request the recorded unit never made: no replay of it
+        answer = answer.model_copy(update={"status": "replay_miss", "error": missed})
+    record = record_of(
+        trace,
+        answer,
+        task,
+        task_id=task.id,
+        benchmark=task.benchmark,
+        system=unit.system,
+        model=unit.model.alias,
+        epoch=unit.epoch,
+        scores=sheet.scores,
+        scoring_error=sheet.error,
+        trace_file=unit.trace_file,
+        judge_usage=judge_trace.usage() if judge_trace else None,
+        judge_trace_file=unit.trace_file.removesuffix(".json") + ".judge.json" if judge_trace else None,
+    )
     record.attempt = attempt
     return UnitResult(record, trace, judge_trace)
 
 
-def _judge_for(
-    unit: Unit, plan: RunPlan, journal: SpendJournal | None = None
-) -> tuple[MeteredModel | None, UnitRecorder | None]:
-    """The judge's metered model and its recorder (its own trace), for report tasks when the run has a judge
-    model; it samples by the run's judge settings (`judge_generation`)."""
-    if plan.judge is None or unit.task.question_type != QuestionType.REPORT:
-        return None, None
-    layers, generation = plan.model_layers(), plan.config.judge_generation
-    judge = build_unit_model(unit.key, plan.judge, "judge", JUDGE_BUDGETS, layers, generation, journal)
-    return judge.metered, judge.recorder
+def judge_model(unit: Unit, plan: RunPlan) -> UnitModel | None:
+    """The judge's metered model for `unit` (its own trace), alone: when a judge scores the unit again
+    (`compare rescore`); None when no judge scores it."""
+    roles = [role for role in plan.model_roles(unit.task, unit.model) if role.name == "judge"]
+    return build_unit_models(unit.key, roles, plan.model_layers(roles)).judge if roles else None
 
 
 def setup_provider(plan: RunPlan) -> Callable[[ModelConfig], ModelProvider | None] | None:
@@ -235,96 +244,6 @@ def setup_provider(plan: RunPlan) -> Callable[[ModelConfig], ModelProvider | Non
         return None
     source = str(plan.replay.run_dir)
     return lambda model: ReplayProvider([], f"{source} (indexing calls are not replayed; the index cache serves them)")
-
-
-def _replay_miss(answer: Answer, *providers: KeyedProvider | None) -> Answer:
-    """A unit whose replay met an unrecorded request (the system's or the judge's) ends `replay_miss`,
-    whatever the system made of the failed call: it is no replay of the recorded unit."""
-    for provider in providers:
-        if isinstance(provider, ReplayProvider) and provider.missed:
-            return answer.model_copy(update={"status": "replay_miss", "error": provider.missed})
-    return answer
-
-
-def _answer(unit: Unit, plan: RunPlan, model: UnitModel, endpoint: EndpointFactory | None) -> Answer:
-    task, recorder = unit.task, model.recorder
-    if task.unavailable:
-        return Answer(status="data_unavailable", error=task.unavailable)
-    try:
-        env = ToolEnvironment(plan.benchmark.tools(task, plan.config.tools), recorder)
-    except DataUnavailable as missing:  # the benchmark says the data is not here: left out of every mean
-        return Answer(status="data_unavailable", error=str(missing))
-    except Exception as failure:  # ours, counted: only the benchmark's `task.unavailable` leaves a task out
-        why = f"building the task's tools failed: {type(failure).__name__}: {failure}"
-        return Answer(status="error", error=f"{why}\n{traceback.format_exc(limit=8)}")
-    agent_view = task.for_agent()
-    ctx = RunContext(agent_view, env, model.metered, endpoint=endpoint)
-    recorder.start()
-    try:
-        answer = plan.systems[unit.system].run(agent_view, ctx)
-    except FinalToolCall as final:  # a call that ends the task (DBGorilla's prediction, DAB's return_answer)
-        answer = final.answer
-    except BudgetExceeded as limit:
-        answer = Answer(status=limit.status, error=str(limit))
-    except ModelError as failure:  # the provider refused the request (the system's), or failed after its retries
-        status = _after_failed_call(recorder.trace, failure.kind) or "infra_error"
-        answer = Answer(status=status, error=f"model error: {failure}")
-    except Exception as failure:  # a system bug ends this task, not the run; the trace keeps the stack
-        status = _after_failed_call(recorder.trace) or "error"
-        answer = Answer(status=status, error=f"{type(failure).__name__}: {failure}\n{traceback.format_exc(limit=8)}")
-    finally:
-        env.close()
-    failed_inside = unrecovered_failure(recorder.trace) if answer.status in ("completed", "no_answer") else None
-    if failed_inside and recorder.stopped_by is None:  # a provider failure the system went on past (issue 25)
-        answer = answer.model_copy(update={"status": "infra_error", "error": failed_inside})
-    return _with_budget_status(answer, recorder.stopped_by)
-
-
-def _after_failed_call(trace: Trace, kind: str | None = None) -> AnswerStatus | None:
-    """How a unit ends that failed on a model call's failure (`kind`), or right after a failed model call
-    (a framework given the endpoint's 502): the system's own status when the provider refused what it sent
-    (`REQUEST_FAULTS`), else `infra_error`; None when neither applies."""
-    calls = trace.model_calls
-    last = calls[-1] if calls and not calls[-1].success else None
-    if kind not in REQUEST_FAULTS and last is not None and last.failed_attempts:
-        kind = last.failed_attempts[-1].kind  # what the provider said (a system may re-raise it as its own)
-    return failure_status(kind) if kind is not None or last is not None else None
-
-
-def _with_budget_status(answer: Answer, stopped_by: BudgetExceeded | None) -> Answer:
-    """A budget that refused a call decides how the task ended, also when the system went on
-    without that call or failed on the refusal (a framework given HTTP 402 by the endpoint)."""
-    if stopped_by is None or answer.status == stopped_by.status or answer.status == "data_unavailable":
-        return answer
-    error = str(stopped_by)
-    if answer.status == "error" and answer.error:
-        error += f"; then the system failed: {answer.error.splitlines()[0]}"
-    return answer.model_copy(update={"status": stopped_by.status, "error": error})
-
-
-def _result_record(
-    unit: Unit,
-    answer: Answer,
-    trace: Trace,
-    scores: dict[str, float | None],
-    scoring_error: str | None,
-    judge_trace: Trace | None,
-) -> ResultRecord:
-    return record_of(
-        trace,
-        answer,
-        unit.task,
-        task_id=unit.task.id,
-        benchmark=unit.task.benchmark,
-        system=unit.system,
-        model=unit.model.alias,
-        epoch=unit.epoch,
-        scores=scores,
-        scoring_error=scoring_error,
-        trace_file=unit.trace_file,
-        judge_usage=judge_trace.usage() if judge_trace else None,
-        judge_trace_file=unit.trace_file.removesuffix(".json") + ".judge.json" if judge_trace else None,
-    )
 
 
 def prepare_models(plan: RunPlan) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Rate limits per provider and per model: requests and tokens per minute (`limits:` in the run config).
 
 Every model call of every system passes through the unit's provider, so the limit is a provider wrapper
-(`RateLimitedProvider`): before each attempt it takes one request from the requests-per-minute bucket and
+(`providers/rate_limit.py`): before each attempt it takes one request from the requests-per-minute bucket and
 an estimate of the request's tokens (its text / 4) from the tokens-per-minute bucket, then settles the
 token bucket with the tokens the reply reports. Buckets refill continuously at the configured rate and
 hold at most `burst_s` seconds of it (at least one request), so a limit of 600 rpm sends 10 requests at
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from .model import ModelConfig, ModelError, ModelRequest
 
 
 class RateLimit(BaseModel):
@@ -124,32 +124,3 @@ def estimate_tokens(request: ModelRequest) -> int:
     calls = sum(len(json.dumps(c.arguments)) for m in request.messages for c in m.tool_calls or [])
     tools = sum(len(json.dumps(t.parameters)) + len(t.description) for t in request.tools)
     return max(1, (text + calls + tools) // 4)
-
-
-class RateLimitedProvider(ModelProvider):
-    """`inner` behind the run's rate limits; the wait is the reply's (or the error's) queueing."""
-
-    name = "rate-limited"
-
-    def __init__(self, inner: ModelProvider, limiter: RateLimiter) -> None:
-        self.inner = inner
-        self.limiter = limiter
-
-    def complete(
-        self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
-    ) -> ModelResponse:
-        started = time.perf_counter()
-        waited, ticket = self.limiter.admit(request, config, max_wait_s=max(0.0, timeout_s - 0.5))
-        remaining = max(0.001, timeout_s - (time.perf_counter() - started))
-        try:
-            response = self.inner.complete(request, config, timeout_s=remaining, context=context)
-        except ModelError as error:
-            error.queue_s += waited
-            self.limiter.settle(ticket, error.usage.total_tokens if error.usage else None)
-            raise
-        response.queue_s += waited
-        self.limiter.settle(ticket, response.usage.input_tokens + response.usage.output_tokens)
-        return response
-
-    def prepare(self, config: ModelConfig) -> None:
-        self.inner.prepare(config)

@@ -20,21 +20,32 @@ from __future__ import annotations
 
 import inspect
 import json
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from .model import GenerationSettings, MeteredModel, ModelConfig, ModelProvider, RetrySettings, get_provider
+from .context import EndpointFactory, RunContext
+from .model import (
+    REQUEST_FAULTS,
+    GenerationSettings,
+    MeteredModel,
+    ModelConfig,
+    ModelError,
+    ModelProvider,
+    RetrySettings,
+    failure_status,
+    get_provider,
+    unrecovered_failure,
+)
 from .registry import Registry, summary_line
-from .task import Answer, Task
-from .tool import ToolSettings
-from .trace import Budgets, Trace, TraceRecorder
+from .task import Answer, AnswerStatus, Task
+from .tool import DataUnavailable, FinalToolCall, Tool, ToolEnvironment, ToolSettings
+from .trace import BudgetExceeded, Budgets, Trace, TraceRecorder
 
-if TYPE_CHECKING:
-    from .context import RunContext
 
 class System(ABC):
     name: ClassVar[str]
@@ -113,6 +124,70 @@ def prepare_systems(
         built = systems[name].prepare(tasks, setup)
         if built:
             described.setdefault(name, {}).setdefault("indexing", []).extend(built)
+
+
+def run_system(
+    system: System,
+    task: Task,
+    tools: Callable[[], list[Tool]],
+    model: MeteredModel,
+    endpoint: EndpointFactory | None = None,
+) -> Answer:
+    """`system`'s answer to `task` with the task's `tools` (built here: a benchmark may find its data
+    missing) and `model`, its clock started after the tools are built; never raises for the system's
+    failures: how the run ended is the answer's status (a budget's, a provider's, the system's own)."""
+    recorder = model.recorder
+    if task.unavailable:
+        return Answer(status="data_unavailable", error=task.unavailable)
+    try:
+        env = ToolEnvironment(tools(), recorder)
+    except DataUnavailable as missing:  # the benchmark says the data is not here: left out of every mean
+        return Answer(status="data_unavailable", error=str(missing))
+    except Exception as failure:  # ours, counted: only the benchmark's `task.unavailable` leaves a task out
+        why = f"building the task's tools failed: {type(failure).__name__}: {failure}"
+        return Answer(status="error", error=f"{why}\n{traceback.format_exc(limit=8)}")
+    agent_view = task.for_agent()
+    recorder.start()
+    try:
+        answer = system.run(agent_view, RunContext(agent_view, env, model, endpoint=endpoint))
+    except FinalToolCall as final:  # a call that ends the task (DBGorilla's prediction, DAB's return_answer)
+        answer = final.answer
+    except BudgetExceeded as limit:
+        answer = Answer(status=limit.status, error=str(limit))
+    except ModelError as failure:  # the provider refused the request (the system's), or failed after its retries
+        status = _after_failed_call(recorder.trace, failure.kind) or "infra_error"
+        answer = Answer(status=status, error=f"model error: {failure}")
+    except Exception as failure:  # a system bug ends this task, not the run; the trace keeps the stack
+        status = _after_failed_call(recorder.trace) or "error"
+        answer = Answer(status=status, error=f"{type(failure).__name__}: {failure}\n{traceback.format_exc(limit=8)}")
+    finally:
+        env.close()
+    failed_inside = unrecovered_failure(recorder.trace) if answer.status in ("completed", "no_answer") else None
+    if failed_inside and recorder.stopped_by is None:  # a provider failure the system went on past (issue 25)
+        answer = answer.model_copy(update={"status": "infra_error", "error": failed_inside})
+    return _with_budget_status(answer, recorder.stopped_by)
+
+
+def _after_failed_call(trace: Trace, kind: str | None = None) -> AnswerStatus | None:
+    """How a unit ends that failed on a model call's failure (`kind`), or right after a failed model call
+    (a framework given the endpoint's 502): the system's own status when the provider refused what it sent
+    (`REQUEST_FAULTS`), else `infra_error`; None when neither applies."""
+    calls = trace.model_calls
+    last = calls[-1] if calls and not calls[-1].success else None
+    if kind not in REQUEST_FAULTS and last is not None and last.failed_attempts:
+        kind = last.failed_attempts[-1].kind  # what the provider said (a system may re-raise it as its own)
+    return failure_status(kind) if kind is not None or last is not None else None
+
+
+def _with_budget_status(answer: Answer, stopped_by: BudgetExceeded | None) -> Answer:
+    """A budget that refused a call decides how the task ended, also when the system went on
+    without that call or failed on the refusal (a framework given HTTP 402 by the endpoint)."""
+    if stopped_by is None or answer.status == stopped_by.status or answer.status == "data_unavailable":
+        return answer
+    error = str(stopped_by)
+    if answer.status == "error" and answer.error:
+        error += f"; then the system failed: {answer.error.splitlines()[0]}"
+    return answer.model_copy(update={"status": stopped_by.status, "error": error})
 
 
 class SystemArgsError(ValueError):

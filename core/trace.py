@@ -473,10 +473,12 @@ class TraceRecorder:
         self._model_calls_admitted = 0
         trace.started_at = utc_now()
 
-    def start(self) -> None:
-        """Start the task's clock now; what happened since construction was setup."""
+    def start(self, setup: bool = True) -> None:
+        """Start the task's clock now; what happened since construction was setup (unless `setup` is
+        False: a judge's recorder, built with the unit, waits for the system's run and sets up nothing)."""
         now = time.perf_counter()
-        self.trace.setup_s = now - self._started
+        if setup:
+            self.trace.setup_s = now - self._started
         self._started = now
         self.trace.started_at = utc_now()
 

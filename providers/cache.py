@@ -142,6 +142,7 @@ class KeyedProvider(ModelProvider):
     """One unit's provider: `inner` (the registered provider), each call keyed (module docstring)."""
 
     name = "keyed"
+    missed: str | None = None  # a request this provider could not serve as recorded (a replay's miss)
 
     def __init__(self, inner: ModelProvider | None) -> None:
         self.inner = inner

@@ -1,6 +1,7 @@
 """The run directory: records survive failures, and an interrupted run resumes without redoing work."""
 
 import json
+import time
 
 import pytest
 
@@ -96,6 +97,30 @@ def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, s
     assert judge_trace["steps"] and all(s["kind"] == "model_call" for s in judge_trace["steps"])
     assert record["judge_usage"]["input_tokens"] > 0
     assert record["model_calls"] == len([s for s in system_trace["steps"] if s["kind"] == "model_call"]) == 1
+
+
+def test_the_judges_clock_starts_when_it_scores_not_while_the_system_runs(tmp_path, scripted_model):
+    """Scripted system that takes 0.5 s and a scripted judge: the judge's trace (built with the unit's
+    models) counts neither the system's run as its setup nor in its wall time."""
+    report_task = next(t for t in load_tasks("bundled") if t.question_type == "report")
+
+    def slow_system_quick_judge(request: ModelRequest, context: CallContext) -> Message:
+        if context.system == "judge":
+            return Message(role="assistant", content=json.dumps({"score": 1, "justification": "fine"}))
+        time.sleep(0.5)
+        return tool_call_message("answer", {"answer": report_task.gold.report})
+
+    model = scripted_model(slow_system_quick_judge)
+    plan = make_plan(tmp_path, [report_task], model, ["tool_use"])
+    plan.judge = model
+    execute(plan)
+    record = records_of(plan.run_dir)[0]
+    judge_trace = json.loads((plan.run_dir / record["judge_trace_file"]).read_text())
+    system_trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    assert system_trace["wall_time_s"] >= 0.5
+    assert judge_trace["setup_s"] == 0.0
+    assert judge_trace["wall_time_s"] < 0.4
+    assert judge_trace["started_at"] >= system_trace["started_at"]
 
 
 class ExplodingScorerBench(BundledBenchmark):

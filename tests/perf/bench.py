@@ -174,11 +174,11 @@ def dir_size(path: Path) -> int:
 
 
 def overhead(calls: int) -> dict[str, float]:
-    from data_agent_compare.app.units import UnitRecorder
     from data_agent_compare.core import Budgets, Message, ModelConfig, Trace
     from data_agent_compare.core.model import MeteredModel, ModelRequest, ToolSpec
     from data_agent_compare.providers.cache import KeyedProvider
     from data_agent_compare.providers.http_deadline import post_json
+    from data_agent_compare.providers.journal import UnitRecorder
     from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
     from data_agent_compare.providers.openai_protocol import request_to_openai
 
