@@ -15,7 +15,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
+import string
 import struct
 import sys
 import threading
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -186,6 +188,141 @@ def environment(task: Task, settings: ToolSettings | None = None, **budgets: Any
 
 def read_records(run_dir: Path) -> list[ResultRecord]:
     return [ResultRecord.model_validate_json(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+# ---------------------------------------------------------------- a quiz plugin for `compare` child processes
+
+QUIZ_PLUGIN = string.Template('''
+"""A test plugin: the scripted test model (provider "scripted"), a quiz benchmark and kill switches."""
+
+import json
+import os
+import signal
+import time
+
+from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
+from data_agent_compare.core import register_provider
+from data_agent_compare.core.scorer import register_scorer, reports
+from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
+from data_agent_compare.tools import default_tools
+
+KILL_AT_CALL = $kill_at_call  # what KILL_AT_CALL=N in the environment does (see write_quiz_run)
+KILL_WHILE_SCORING = $kill_while_scoring  # whether the benchmark scores with the KILL_WHILE_SCORING switch
+CALLS = 0
+
+
+def kill_this_process():
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9, no clean-up of any kind
+
+
+def respond(request, context):
+    global CALLS
+    CALLS += 1
+    answering = any(m.role == "assistant" for m in request.messages)
+    if os.environ.get("PIDS_FILE"):
+        with open(os.environ["PIDS_FILE"], "a") as pids:
+            pids.write(f"{os.getpid()}\\n")
+    kill_at = int(os.environ.get("KILL_AT_CALL", "0"))
+    if KILL_AT_CALL == "exactly" and CALLS == kill_at:
+        kill_this_process()  # at this process's Nth model call, before it replies
+    if KILL_AT_CALL == "answering" and kill_at and CALLS >= kill_at and answering and first_kill():
+        kill_this_process()  # inside a unit that has already paid for a call
+    end = time.thread_time() + float(os.environ.get("CPU_S", "0"))
+    while time.thread_time() < end:  # Python work under the GIL, as a CPU-bound system does
+        pass
+    time.sleep(float(os.environ.get("MODEL_DELAY_S", "0")))
+    if not answering:
+        return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
+    return tool_call_message("answer", {"answer": f"{context.task_id}-{len(request.messages)}"})
+
+
+def first_kill():
+    """True but once per run when KILL_ONCE_FILE names a file (made by the first kill), else always."""
+    if not os.environ.get("KILL_ONCE_FILE"):
+        return True
+    try:
+        os.close(os.open(os.environ["KILL_ONCE_FILE"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
+register_provider("scripted")(lambda: ScriptedProvider(respond))
+
+
+@reports("scored")
+def kill_switch(task, answer, trace, judge):
+    if task.id == os.environ.get("KILL_WHILE_SCORING"):
+        kill_this_process()
+    return {"scored": 1.0}
+
+
+if KILL_WHILE_SCORING:
+    register_scorer("test_kill_switch")(kill_switch)
+
+
+@register_benchmark
+class Quiz(Benchmark):
+    """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
+
+    name = "test_quiz"
+    scorers = ("exact_match", "test_kill_switch") if KILL_WHILE_SCORING else ("exact_match",)
+
+    def load(self):
+        database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))
+        rows = [json.loads(line) for line in (self.path / "quiz.jsonl").read_text().splitlines() if line]
+        return [
+            Task(id=r["id"], benchmark=self.name, question=r["question"], question_type=QuestionType.FACTOID,
+                 data=[database], gold=Gold(answer=r["answer"]))
+            for r in rows
+        ]
+
+    def tools(self, task, settings):
+        return default_tools(task, settings)
+''')
+
+
+def quiz_questions(count: int) -> list[dict[str, str]]:
+    """`count` quiz rows Q0, Q1, ... whose gold answer is the one the quiz plugin's model gives ("Q{i}-3")."""
+    return [{"id": f"Q{i}", "question": "How many sales teams are there?", "answer": f"Q{i}-3"} for i in range(count)]
+
+
+def write_quiz_run(
+    folder: Path,
+    questions: list[dict[str, str]],
+    settings: str,
+    *,
+    kill_at_call: Literal["exactly", "answering"] | None = None,
+    kill_while_scoring: bool = False,
+) -> dict[str, Path]:
+    """What a user of a `compare` child process would write, in `folder`: the quiz benchmark's files
+    (quiz/sales.sqlite, a copy of the fixtures' database, and quiz/quiz.jsonl of `questions`), the
+    plugin (quiz_plugin.py: the scripted model, provider "scripted", and the benchmark "test_quiz"), its
+    alias table (models.yaml: the alias `scripted`) and a --config naming them (run.yaml), ending with
+    `settings` (YAML lines, e.g. "epochs: 2\\nconcurrency: 1\\n"). Returns the paths: config, models,
+    plugin, quiz.
+
+    The plugin's model asks one SQL query, then answers "TASK_ID-3". Its environment steers it:
+    MODEL_DELAY_S (seconds each call sleeps), CPU_S (seconds of CPU each call spins), PIDS_FILE (each call
+    appends its process id), and KILL_AT_CALL=N as `kill_at_call` says: "exactly" kills the process
+    (SIGKILL) at its Nth model call, before the reply; "answering" at its first answering call from the Nth
+    on, but once per run when KILL_ONCE_FILE names a file; None ignores it. With `kill_while_scoring`
+    the benchmark also scores with a switch that kills the process while scoring the task
+    KILL_WHILE_SCORING names (its score "scored" is 1.0)."""
+    quiz = folder / "quiz"
+    quiz.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / "regional_sales.sqlite", quiz / "sales.sqlite")
+    write_jsonl(quiz / "quiz.jsonl", questions)
+    plugin, models, config = folder / "quiz_plugin.py", folder / "models.yaml", folder / "run.yaml"
+    plugin.write_text(
+        QUIZ_PLUGIN.substitute(kill_at_call=repr(kill_at_call), kill_while_scoring=repr(kill_while_scoring)).lstrip()
+    )
+    models.write_text("models:\n  scripted: {provider: scripted, model_id: v1, price: {input_per_mtok: 1.0}}\n")
+    config.write_text(
+        f"plugins: [{plugin}]\nmodels_file: {models}\nmodels: [scripted]\n"
+        f"benchmark: test_quiz\ntasks_path: {quiz}\n{settings}"
+    )
+    return {"config": config, "models": models, "plugin": plugin, "quiz": quiz}
 
 
 # ---------------------------------------------------------------- PostgreSQL

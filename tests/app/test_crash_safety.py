@@ -12,9 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 
@@ -22,73 +20,7 @@ import pytest
 
 from data_agent_compare.core.runlog import read_run
 
-from helpers import FIXTURES, ROOT, compare_command
-
-PLUGIN = '''
-"""A test plugin: the scripted test model (provider "scripted"), a quiz benchmark and a kill switch."""
-
-import json
-import os
-import signal
-import time
-from pathlib import Path
-
-from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.core import Message, register_provider
-from data_agent_compare.core.scorer import register_scorer, reports
-from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
-from data_agent_compare.tools import default_tools
-
-CALLS = 0
-
-
-def kill_this_process():
-    os.kill(os.getpid(), signal.SIGKILL)  # kill -9, no clean-up of any kind
-
-
-def respond(request, context):
-    global CALLS
-    CALLS += 1
-    if CALLS == int(os.environ.get("KILL_AT_CALL", "0")):
-        kill_this_process()
-    time.sleep(float(os.environ.get("MODEL_DELAY_S", "0")))
-    if not any(m.role == "assistant" for m in request.messages):
-        return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
-    return tool_call_message("answer", {"answer": f"{context.task_id}-{len(request.messages)}"})
-
-
-register_provider("scripted")(lambda: ScriptedProvider(respond))
-
-
-@reports("scored")
-def kill_switch(task, answer, trace, judge):
-    if task.id == os.environ.get("KILL_WHILE_SCORING"):
-        kill_this_process()
-    return {"scored": 1.0}
-
-
-register_scorer("test_kill_switch")(kill_switch)
-
-
-@register_benchmark
-class Quiz(Benchmark):
-    """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
-
-    name = "test_quiz"
-    scorers = ("exact_match", "test_kill_switch")
-
-    def load(self):
-        database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))
-        rows = [json.loads(line) for line in (self.path / "quiz.jsonl").read_text().splitlines() if line]
-        return [
-            Task(id=r["id"], benchmark=self.name, question=r["question"], question_type=QuestionType.FACTOID,
-                 data=[database], gold=Gold(answer=r["answer"]))
-            for r in rows
-        ]
-
-    def tools(self, task, settings):
-        return default_tools(task, settings)
-'''
+from helpers import ROOT, compare_command, write_quiz_run
 
 QUESTIONS = [
     {"id": "Q1", "question": "How many sales teams are there?", "answer": "Q1-3"},
@@ -101,18 +33,9 @@ UNITS = 6  # 3 tasks × 1 system × 1 model × 2 epochs, one at a time: unit 2 m
 @pytest.fixture
 def setup(tmp_path: Path) -> dict[str, Path]:
     """The plugin, its alias table, the quiz and a --config naming them (what a user would write)."""
-    quiz = tmp_path / "quiz"
-    quiz.mkdir()
-    shutil.copy(FIXTURES / "regional_sales.sqlite", quiz / "sales.sqlite")
-    (quiz / "quiz.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    plugin, models, config = tmp_path / "kill_plugin.py", tmp_path / "models.yaml", tmp_path / "run.yaml"
-    plugin.write_text(textwrap.dedent(PLUGIN).lstrip())
-    models.write_text("models:\n  scripted: {provider: scripted, model_id: v1, price: {input_per_mtok: 1.0}}\n")
-    config.write_text(
-        f"plugins: [{plugin}]\nmodels_file: {models}\nmodels: [scripted]\n"
-        f"benchmark: test_quiz\ntasks_path: {quiz}\nepochs: 2\nconcurrency: 1\n"
+    return write_quiz_run(
+        tmp_path, QUESTIONS, "epochs: 2\nconcurrency: 1\n", kill_at_call="exactly", kill_while_scoring=True
     )
-    return {"config": config, "models": models}
 
 
 def compare(*flags: str, **env: str) -> subprocess.CompletedProcess[str]:

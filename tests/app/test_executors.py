@@ -3,7 +3,7 @@ parent; rate limits show as queueing; a slow system does not starve a fast one; 
 
 The `compare` children run a scripted test model from a --plugin file (provider "scripted", an alias in a
 `models_file`), importable in every worker process, on a small quiz benchmark over the fixtures' SQLite
-database (as tests/app/test_crash_safety.py does).
+database (helpers.write_quiz_run, as in tests/app/test_crash_safety.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 from typing import ClassVar
@@ -30,78 +29,15 @@ from data_agent_compare.core import Answer, CallContext, Message, ModelConfig, M
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import FIXTURES, ROOT, compare_command, load_tasks, make_plan, registered_system
-
-PLUGIN = '''
-"""A test plugin: the scripted test model (provider "scripted"), a quiz benchmark, a kill switch."""
-
-import itertools
-import json
-import os
-import signal
-import time
-from pathlib import Path
-
-from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.core import register_provider
-from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
-from data_agent_compare.tools import default_tools
-
-CALLS = 0
-
-
-def respond(request, context):
-    global CALLS
-    CALLS += 1
-    if os.environ.get("PIDS_FILE"):
-        with open(os.environ["PIDS_FILE"], "a") as pids:
-            pids.write(f"{os.getpid()}\\n")
-    kill_at = int(os.environ.get("KILL_AT_CALL", "0"))
-    if kill_at and CALLS >= kill_at and any(m.role == "assistant" for m in request.messages) and first_kill():
-        # this process dies as with kill -9, inside a unit that has already paid for a call
-        os.kill(os.getpid(), signal.SIGKILL)
-    end = time.thread_time() + float(os.environ.get("CPU_S", "0"))
-    while time.thread_time() < end:  # Python work under the GIL, as a CPU-bound system does
-        pass
-    time.sleep(float(os.environ.get("MODEL_DELAY_S", "0")))
-    if not any(m.role == "assistant" for m in request.messages):
-        return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
-    return tool_call_message("answer", {"answer": f"{context.task_id}-{len(request.messages)}"})
-
-
-def first_kill():
-    """True but once per run when KILL_ONCE_FILE names a file (made by the first kill), else always."""
-    if not os.environ.get("KILL_ONCE_FILE"):
-        return True
-    try:
-        os.close(os.open(os.environ["KILL_ONCE_FILE"], os.O_CREAT | os.O_EXCL))
-    except FileExistsError:
-        return False
-    return True
-
-
-register_provider("scripted")(lambda: ScriptedProvider(respond))
-
-
-@register_benchmark
-class Quiz(Benchmark):
-    """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
-
-    name = "test_quiz"
-    scorers = ("exact_match",)
-
-    def load(self):
-        database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))
-        rows = [json.loads(line) for line in (self.path / "quiz.jsonl").read_text().splitlines() if line]
-        return [
-            Task(id=r["id"], benchmark=self.name, question=r["question"], question_type=QuestionType.FACTOID,
-                 data=[database], gold=Gold(answer=r["answer"]))
-            for r in rows
-        ]
-
-    def tools(self, task, settings):
-        return default_tools(task, settings)
-'''
+from helpers import (
+    ROOT,
+    compare_command,
+    load_tasks,
+    make_plan,
+    quiz_questions,
+    registered_system,
+    write_quiz_run,
+)
 
 TASKS = 6
 SYSTEMS = ["tool_use", "planning"]
@@ -109,19 +45,8 @@ SYSTEMS = ["tool_use", "planning"]
 
 @pytest.fixture
 def setup(tmp_path: Path) -> dict[str, Path]:
-    quiz = tmp_path / "quiz"
-    quiz.mkdir()
-    shutil.copy(FIXTURES / "regional_sales.sqlite", quiz / "sales.sqlite")
-    rows = [{"id": f"Q{i}", "question": "How many sales teams are there?", "answer": f"Q{i}-3"} for i in range(TASKS)]
-    (quiz / "quiz.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    plugin, models, config = tmp_path / "scripted_plugin.py", tmp_path / "models.yaml", tmp_path / "run.yaml"
-    plugin.write_text(textwrap.dedent(PLUGIN).lstrip())
-    models.write_text("models:\n  scripted: {provider: scripted, model_id: v1, price: {input_per_mtok: 1.0}}\n")
-    config.write_text(
-        f"plugins: [{plugin}]\nmodels_file: {models}\nmodels: [scripted]\nworkflows: [{', '.join(SYSTEMS)}]\n"
-        f"benchmark: test_quiz\ntasks_path: {quiz}\nepochs: 2\nconcurrency: 2\n"
-    )
-    return {"config": config, "models": models, "plugin": plugin}
+    settings = f"workflows: [{', '.join(SYSTEMS)}]\nepochs: 2\nconcurrency: 2\n"
+    return write_quiz_run(tmp_path, quiz_questions(TASKS), settings, kill_at_call="answering")
 
 
 def compare(*flags: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,51 +25,7 @@ import pytest
 
 from data_agent_compare.core.runlog import read_run
 
-from helpers import FIXTURES, ROOT, compare_command
-
-PLUGIN = '''
-"""A test plugin: the scripted test model (provider "scripted") and a quiz benchmark."""
-
-import contextlib
-import json
-import os
-import time
-
-from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
-from data_agent_compare.core import register_provider
-from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
-from data_agent_compare.tools import default_tools
-
-
-def respond(request, context):
-    time.sleep(float(os.environ.get("MODEL_DELAY_S", "0")))
-    if not any(m.role == "assistant" for m in request.messages):
-        return tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM `Sales Team`"})
-    return tool_call_message("answer", {"answer": f"{context.task_id}-{len(request.messages)}"})
-
-
-register_provider("scripted")(lambda: ScriptedProvider(respond))
-
-
-@register_benchmark
-class Quiz(Benchmark):
-    """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
-
-    name = "test_quiz"
-    scorers = ("exact_match",)
-
-    def load(self):
-        database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))
-        rows = [json.loads(line) for line in (self.path / "quiz.jsonl").read_text().splitlines() if line]
-        return [
-            Task(id=r["id"], benchmark=self.name, question=r["question"], question_type=QuestionType.FACTOID,
-                 data=[database], gold=Gold(answer=r["answer"]))
-            for r in rows
-        ]
-
-    def tools(self, task, settings):
-        return default_tools(task, settings)
-'''
+from helpers import FIXTURES, ROOT, compare_command, quiz_questions, write_quiz_run
 
 TASKS = 40
 HEAD_PORT = 6391
@@ -88,20 +43,11 @@ RAY_ENV = {
 
 def quiz(tmp_path: Path, tasks: int, concurrency: int) -> Path:
     """A run configuration: `tasks` quiz questions × tool_use × scripted model × 2 epochs."""
-    folder = tmp_path / "quiz"
-    folder.mkdir(exist_ok=True)
-    shutil.copy(FIXTURES / "regional_sales.sqlite", folder / "sales.sqlite")
-    rows = [{"id": f"Q{i}", "question": "How many sales teams are there?", "answer": f"Q{i}-3"} for i in range(tasks)]
-    (folder / "quiz.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    plugin, models, config = tmp_path / "scripted_plugin.py", tmp_path / "models.yaml", tmp_path / "run.yaml"
-    plugin.write_text(textwrap.dedent(PLUGIN).lstrip())
-    models.write_text("models:\n  scripted: {provider: scripted, model_id: v1, price: {input_per_mtok: 1.0}}\n")
-    config.write_text(
-        f"plugins: [{plugin}]\nmodels_file: {models}\nmodels: [scripted]\nworkflows: [tool_use]\n"
-        f"benchmark: test_quiz\ntasks_path: {folder}\nepochs: 2\nconcurrency: {concurrency}\n"
+    settings = (
+        f"workflows: [tool_use]\nepochs: 2\nconcurrency: {concurrency}\n"
         f"executor: ray\nray_address: 127.0.0.1:{HEAD_PORT}\n"
     )
-    return config
+    return write_quiz_run(tmp_path, quiz_questions(tasks), settings)["config"]
 
 
 class Namespace:
