@@ -1,6 +1,8 @@
 """How a command line finds its verb: `compare` with no verb runs a comparison (`compare run`), and the old
 mode flags name their verbs — `compare --resume --out DIR` is `compare resume DIR`, `compare --replay RUN`
-is `compare replay RUN`. A verb given a flag it does not take says which verb that flag belongs to."""
+is `compare replay RUN`. A first word that is neither a verb nor an option is refused, naming the verbs (even
+before --help: `compare UNKNOWN --help` is not `compare run --help`). A verb given a flag it does not take says
+which verb that flag belongs to."""
 
 from __future__ import annotations
 
@@ -32,7 +34,19 @@ class VerbGroup(TyperGroup):
             return None, args  # the root's own help
         if args and args[0] in self.commands:
             return args[0], args[1:]
+        if args and not args[0].startswith("-"):  # `compare run` takes options only: a first word must be a verb
+            raise fail(self._unknown_verb(args[0]))
         return DEFAULT_VERB, args
+
+    def _unknown_verb(self, word: str) -> str:
+        from difflib import get_close_matches
+
+        near = get_close_matches(word, self.commands, n=1)
+        return (
+            f"unknown verb {word!r}{f' (did you mean {near[0]!r}?)' if near else ''}: the verbs are"
+            f" {', '.join(self.commands)}; with no verb, compare takes the options of compare {DEFAULT_VERB}"
+            " (compare --help)"
+        )
 
     def format_epilog(self, ctx: Context, formatter: Any) -> None:
         run = self.commands.get(DEFAULT_VERB)

@@ -7,7 +7,8 @@ import importlib
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import VERBS, app
+from data_agent_compare.app.cli import VERBS, app, build_app
+from data_agent_compare.app.commands.resume import ResumeOptions
 from data_agent_compare.app.commands.run import RunOptions
 
 runner = CliRunner()
@@ -78,3 +79,26 @@ def test_resume_without_its_run_directory_says_so():
 def test_a_run_flag_unknown_anywhere_gets_a_suggestion():
     result = runner.invoke(app, ["--modles", "local"])
     assert result.exit_code == 2 and "--modles" in result.output
+
+
+@pytest.mark.parametrize("args", [["bogus"], ["bogus", "--help"], ["reprot", "RUN"], ["bogus", "--models", "local"]])
+def test_a_first_word_that_is_no_verb_is_refused_naming_it_and_the_verbs_even_before_help(args):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"unknown verb {args[0]!r}" in result.output
+    assert "run, resume, replay, report, rescore, import, tasks, score, systems, benchmarks, models" in result.output
+    assert "Usage:" not in result.output  # not `compare run --help`, nor run's parse error
+    assert ("did you mean 'report'?" in result.output) == (args[0] == "reprot")
+
+
+def test_with_no_verb_the_options_of_compare_run_still_parse_and_help_is_the_roots_or_runs():
+    parsed = []
+    parsing = build_app([(name, options, parsed.append, cls) for name, options, _, cls in VERBS])
+    card = runner.invoke(parsing, ["--workflows", "all", "--models", "deepseek-v3.2,gpt-5"])
+    assert card.exit_code == 0, card.output
+    assert parsed[-1].workflows == "all" and parsed[-1].models == "deepseek-v3.2,gpt-5"
+    assert runner.invoke(parsing, ["--out=x", "--resume"]).exit_code == 0 and isinstance(parsed[-1], ResumeOptions)
+    root = runner.invoke(app, ["--help"], prog_name="compare")
+    run_help = runner.invoke(app, ["--limit", "2", "--help"], prog_name="compare")
+    assert root.exit_code == run_help.exit_code == 0
+    assert "Usage: compare [OPTIONS] COMMAND" in root.output and "Usage: compare run [OPTIONS]" in run_help.output
