@@ -30,7 +30,7 @@ from ..core.safe_load import DocumentTooComplex, load_yaml
 from ..core.task import Task
 from ..core.tool import ToolSettings
 from ..core.trace import Budgets
-from .benchmark_settings import BenchmarkSettingsError, gather, input_keys
+from .benchmark_settings import SECTIONS, BenchmarkSettingsError, alias_owners, gather, input_keys, settings_model
 
 OPENAI_COMPATIBLE_PREFIX = "openai-compatible:"
 
@@ -191,6 +191,55 @@ def named_systems(layer: dict[str, Any], source: str) -> dict[str, Any]:
         layer["systems"] = [str(name) for name in systems]
         layer["system_args"] = merge(layer.get("system_args") or {}, args)
     return layer
+
+
+# Run configuration keys renamed since runs were recorded, old → new, each read as the new one ever since:
+# a recorded run that spells them the old way asked for the same thing. A benchmark's old top-level settings
+# (`hints`, ...) are its `settings_aliases` (app/benchmark_settings.py).
+RENAMED_KEYS = {"workflows": "systems"}
+
+
+def in_current_spelling(config: dict[str, Any]) -> dict[str, Any]:
+    """A recorded run configuration (a manifest's `config`) with the keys renamed since it was recorded
+    spelt as a run records them today, so that a resume compares what the run asked for, not how it was
+    spelt: `workflows` as `systems`, and a benchmark's old top-level settings (DAB's `hints`,
+    `dab_validator_cpu_s`, `postgres_url`, `postgres_reader_url`) under `benchmark_settings.<benchmark>`.
+    Never a difference hidden: an old key whose new place holds another value stays as it is (and shows),
+    and so does a setting of another benchmark than the run's unless it is that benchmark's default (which
+    the configuration drops today, as it asks for nothing)."""
+    renamed = dict(config)
+    for old, new in RENAMED_KEYS.items():
+        if old in renamed and (new not in renamed or renamed[new] == renamed[old]):
+            renamed[new] = renamed.pop(old)
+    old_settings = [key for key in renamed if key not in input_keys(RunConfig)]
+    owners = alias_owners() if old_settings else {}
+    benchmark = renamed.get("benchmark") or RunConfig.model_fields["benchmark"].default
+    sections = {name: dict(section) for name, section in (renamed.get(SECTIONS) or {}).items()}
+    for key in [key for key in old_settings if key in owners]:
+        owner, field = owners[key]
+        value = renamed[key]
+        if owner == benchmark:
+            section = sections.setdefault(owner, {})
+            if field not in section or section[field] == value:
+                section[field] = renamed.pop(key)
+        elif value == _default_setting(owner, field):
+            del renamed[key]
+    if sections:
+        renamed[SECTIONS] = sections
+    return renamed
+
+
+def _default_setting(benchmark: str, field: str) -> Any:
+    """The default of one of a benchmark's settings, as the manifest records it (a value no setting has when
+    the benchmark's settings cannot be loaded)."""
+    try:
+        model = settings_model(benchmark)
+        return model().model_dump(mode="json").get(field, _NO_DEFAULT) if model else _NO_DEFAULT
+    except (BenchmarkSettingsError, ValidationError):
+        return _NO_DEFAULT
+
+
+_NO_DEFAULT = object()
 
 
 def benchmark_harness(name: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from data_agent_compare.app import identity
 from data_agent_compare.app.cli import app
-from data_agent_compare.app.config import ConfigError
+from data_agent_compare.app.config import ConfigError, in_current_spelling
 from data_agent_compare.app.runner import execute, plan_replay
 from data_agent_compare.core import CallContext, Message, ModelRequest, create_benchmark
 from data_agent_compare.core.runlog import read_manifest, read_run
@@ -178,3 +178,73 @@ def test_a_run_log_of_schema_2_resumes_on_its_commit_and_is_refused_on_another(t
     path.write_text(json.dumps({**old, "schema_version": 2, "git": {"sha": commit or "unknown", "dirty": False}}))
     manifest = execute(plan, resume=True)
     assert manifest.identity is not None and read_manifest(plan.run_dir).schema_version == 3
+
+
+# ---------------------------------------------------------------- configuration keys renamed since a run
+
+
+def in_old_spelling(run_dir, **changes) -> None:
+    """Rewrite a run's manifest as a run recorded it before `workflows` became `systems` and DAB's settings
+    moved from top-level keys into `benchmark_settings.dab` (they were recorded for every benchmark)."""
+    path = run_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    config = dict(manifest["config"])
+    config["workflows"] = config.pop("systems")
+    config.pop("benchmark_settings")
+    config |= {"hints": False, "dab_validator_cpu_s": 600.0, "postgres_url": None, "postgres_reader_url": None}
+    path.write_text(json.dumps({**manifest, "config": config | changes}))
+
+
+def test_old_spellings_of_the_configuration_read_as_todays_and_a_real_difference_stays():
+    old = {"benchmark": "dab", "workflows": ["tool_use"], "hints": True, "dab_validator_cpu_s": 60.0}
+    assert in_current_spelling(old) == {
+        "benchmark": "dab",
+        "systems": ["tool_use"],
+        "benchmark_settings": {"dab": {"hints": True, "validator_cpu_s": 60.0}},
+    }
+    assert in_current_spelling({"benchmark": "bundled", "hints": False, "postgres_url": None}) == {
+        "benchmark": "bundled"  # DAB's defaults, recorded for every benchmark, asked for nothing
+    }
+    kept = {"benchmark": "bundled", "hints": True}  # asked for, and no run of today's `bundled` can have it
+    assert in_current_spelling(kept) == kept
+    both = {"benchmark": "dab", "workflows": ["planning"], "systems": ["tool_use"], "hints": True,
+            "benchmark_settings": {"dab": {"hints": False}}}  # fmt: skip
+    assert in_current_spelling(both) == both  # the old and the new spelling disagree: both are shown
+    assert in_current_spelling({"systems": ["tool_use"], "epochs": 2}) == {"systems": ["tool_use"], "epochs": 2}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs app/runner.py's manifest_differences to compare in_current_spelling(recorded.config) "
+    "(runner.py is another change's; see the commit message)",
+)
+def test_compare_resume_of_a_run_recorded_before_the_renames_goes_on_without_allow_drift(tmp_path):
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  scripted: {provider: scripted, model_id: scripted-v1}\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"models_file: {models}\nmodels: [scripted]\nworkflows: [tool_use]\nlimit: 2\n")
+    out = tmp_path / "run"
+    with scripted_provider() as install:
+        install(answer_a)
+        first = runner.invoke(app, ["--config", str(config), "--out", str(out)])
+        assert first.exit_code == 0, first.output
+        results = out / "results.jsonl"
+        results.write_text(results.read_text().splitlines()[0] + "\n")  # one unit left to run
+        in_old_spelling(out)
+        resumed = runner.invoke(app, ["resume", str(out)])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((out / "manifest.json").read_text())["drift_allowed"] == []
+    assert len(read_run(out).records) == 2
+
+
+def test_a_run_recorded_before_the_renames_is_still_refused_when_a_value_differs_with_a_scripted_model(
+    tmp_path, scripted_model
+):
+    plan = finished_plan(tmp_path, scripted_model(answer_a))
+    manifest = plan.run_dir / "manifest.json"
+    as_recorded = manifest.read_text()
+    in_old_spelling(plan.run_dir, workflows=["planning"])
+    assert "['planning'] → " in refusal(plan)  # the systems the run recorded are not those it would run
+    manifest.write_text(as_recorded)
+    in_old_spelling(plan.run_dir, hints=True)  # hints asked for: no run of the bundled benchmark takes them
+    assert "config hints: True → '(none)'" in refusal(plan)
