@@ -70,6 +70,7 @@ from .config import (
     check_limits,
     check_out,
     check_task_sizes,
+    in_current_spelling,
     load_plugins,
     missing_api_keys,
     resolve_models,
@@ -290,7 +291,7 @@ def manifest_differences(recorded: Manifest, current: Manifest, ignored: tuple[s
     changed = []
     if recorded.suite_version != current.suite_version:
         changed.append(f"suite version: {recorded.suite_version!r} → {current.suite_version!r}")
-    config = {k: v for k, v in recorded.config.items() if k not in ignored}
+    config = {k: v for k, v in in_current_spelling(recorded.config).items() if k not in ignored}
     changed += _changes("config", config, current.config, recorded_keys_only=True)
     if recorded.python_sandbox and recorded.python_sandbox != current.python_sandbox:  # e.g. bubblewrap gone
         changed.append(f"python sandbox: {recorded.python_sandbox!r} → {current.python_sandbox!r}")

@@ -213,11 +213,6 @@ def test_old_spellings_of_the_configuration_read_as_todays_and_a_real_difference
     assert in_current_spelling({"systems": ["tool_use"], "epochs": 2}) == {"systems": ["tool_use"], "epochs": 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs app/runner.py's manifest_differences to compare in_current_spelling(recorded.config) "
-    "(runner.py is another change's; see the commit message)",
-)
 def test_compare_resume_of_a_run_recorded_before_the_renames_goes_on_without_allow_drift(tmp_path):
     models = tmp_path / "models.yaml"
     models.write_text("models:\n  scripted: {provider: scripted, model_id: scripted-v1}\n")
