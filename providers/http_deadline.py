@@ -18,6 +18,7 @@ import functools
 import json
 import re
 import ssl
+import threading
 import time
 import typing
 from collections.abc import Iterator
@@ -160,13 +161,14 @@ class _CappedTransport(httpx.BaseTransport):
         self._transport.close()
 
 
-def deadline_client(**options: typing.Any) -> httpx.Client:
-    """A thread-safe httpx client whose requests obey `deadline(...)`; no timeouts of its own. Proxies
-    from the environment (HTTPS_PROXY, ...) are honoured as by any httpx client.
+def deadline_client(keepalive: int = 64, **options: typing.Any) -> httpx.Client:
+    """A thread-safe httpx client whose requests obey `deadline(...)`; no timeouts of its own, at most
+    `keepalive` idle connections kept. Proxies from the environment (HTTPS_PROXY, ...) are honoured as by
+    any httpx client.
 
     httpx has no public hook for the network backend: each transport's pool gets ours (httpx 0.28,
     httpcore 1.0; checked here so that a change fails loudly rather than losing the deadline)."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=keepalive)
     client = httpx.Client(timeout=None, limits=limits, **options)
     for transport in [client._transport, *(t for t in client._mounts.values() if t is not None)]:
         pool = getattr(transport, "_pool", None)
@@ -178,6 +180,41 @@ def deadline_client(**options: typing.Any) -> httpx.Client:
     if not callable(getattr(client, "_transport_for_url", None)):  # `post_json` sends through it
         raise RuntimeError("httpx's client changed: no _transport_for_url to send a request through")
     return client
+
+
+class ClientPool:
+    """Deadline clients of one kept-alive connection each, lent one per request and returned after it.
+
+    One shared httpx client makes every request check each idle connection of its pool (a `poll` system
+    call each, under the pool's lock): at 256 requests in flight that is 256 system calls and a queue on
+    one lock per request, which cost more CPU than the request itself (issue 29). A client lent alone
+    checks its one connection. The most recently returned client is lent first, so its connection is warm."""
+
+    def __init__(self, **options: typing.Any) -> None:
+        self._options = options
+        self._idle: list[httpx.Client] = []
+        self._every: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[httpx.Client]:
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        if client is None:
+            client = deadline_client(keepalive=1, **self._options)
+            with self._lock:
+                self._every.append(client)
+        try:
+            yield client
+        finally:
+            with self._lock:
+                self._idle.append(client)
+
+    def close(self) -> None:
+        with self._lock:
+            every, self._every, self._idle = self._every, [], []
+        for client in every:
+            client.close()
 
 
 def post_json(client: httpx.Client, url: str, body: object, headers: dict[str, str]) -> httpx.Response:

@@ -23,8 +23,8 @@ from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, Mo
 from ..core.safe_load import load_json
 from ..core.trace import Usage
 from .http_deadline import (
+    ClientPool,
     deadline,
-    deadline_client,
     malformed,
     post_json,
     redact,
@@ -36,14 +36,14 @@ from .openai_protocol import request_to_openai, response_from_openai, usage_from
 
 
 class OpenAIHTTPProvider(ModelProvider):
-    """POSTs `{base_url}/chat/completions`; one shared (thread-safe) httpx client."""
+    """POSTs `{base_url}/chat/completions`, each request on a client of its own from a pool (`ClientPool`)."""
 
     name = "openai-compatible"
     default_concurrency = 4  # an unknown server (a hosted API, vLLM, llama-server): a few requests at once
     params_in_body = True  # `params` go into the body: their sampling keys are checked against the run's
 
     def __init__(self) -> None:
-        self._client = deadline_client()
+        self._clients = ClientPool()
 
     def complete(
         self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
@@ -57,15 +57,15 @@ class OpenAIHTTPProvider(ModelProvider):
         if config.basic_auth:  # the alias says the URL's user info is HTTP Basic auth: sent as the header
             url, headers["Authorization"] = basic_auth(url)
         try:
-            with deadline(timeout_s, context.retries):
-                reply = post_json(self._client, url, body, headers)
+            with deadline(timeout_s, context.retries), self._clients.lend() as client:
+                reply = post_json(client, url, body, headers)
         except httpx.TransportError as error:  # timeouts included
             raise transport_error(error, key) from None
         with usage_on_error(reply.content):
             return parse_reply(reply.status_code, reply.content, reply.headers, key)
 
     def close(self) -> None:
-        self._client.close()
+        self._clients.close()
 
 
 @functools.lru_cache(maxsize=64)

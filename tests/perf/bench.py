@@ -11,7 +11,7 @@ machine as the suite, so each is a ratio of two things measured under the same l
   same httpx client), interleaved call by call, against a server that answers at once;
 - throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`, the default executor: `auto` picks worker
   processes from 32 in flight) against a server that answers after 200 ms, as a fraction of the ideal
-  N / 0.2 s, beside the bare client (N threads POSTing with the providers' httpx client) on the same server,
+  N / 0.2 s, beside the bare client (N threads POSTing, each with an httpx client of its own) on the same server,
   and as a multiple of one task at a time (FDABench's reference harness runs tasks sequentially: the anchor);
 - the thread and the process executor on 5,000 units at 64 and at 256 in flight (same server), and on 3,150
   units at 32 in flight against replies after 1 ms (the harness's CPU the limit): units per second each, and
@@ -192,7 +192,8 @@ def overhead(calls: int) -> dict[str, float]:
         direct, harness = [], []
         for index in range(calls + 50):  # the first 50 of each warm the connection and the code
             start = time.perf_counter()
-            reply = post_json(provider._client, url, body, {})  # the provider's own HTTP path
+            with provider._clients.lend() as client:
+                reply = post_json(client, url, body, {})  # the provider's own HTTP path
             json.loads(reply.content)
             direct_s = time.perf_counter() - start
             trace = Trace(task_id="t", system="s", model="fake")
@@ -257,29 +258,32 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def bare_calls(base_url: str, in_flight: int, waves: int) -> float:
-    """Wall time of `in_flight` threads each POSTing `waves` times with the providers' httpx client: what
-    this machine's client and server allow at that concurrency, without the harness."""
+    """Wall time of `in_flight` threads each POSTing `waves` times, each thread with an httpx client of its own
+    (one kept-alive connection, the providers' deadline client): what this machine's client and server allow at
+    that concurrency, without the harness. One client shared by all threads would check every idle connection
+    on each request (a system call each): a lower ceiling than a user's own client reaches."""
     from data_agent_compare.providers.http_deadline import deadline_client
 
-    client = deadline_client()
+    clients = [deadline_client(keepalive=1) for _ in range(in_flight)]
     body = {"model": "fake", "messages": [{"role": "user", "content": "Which restaurants are open now? " * 20}]}
     failed: list[BaseException] = []
 
-    def worker() -> None:
+    def worker(client: Any) -> None:
         for _ in range(waves):
             try:
                 json.loads(client.post(base_url + "/chat/completions", json=body).content)
             except Exception as failure:  # a failed call would make the ceiling look higher than it is
                 failed.append(failure)
 
-    threads = [threading.Thread(target=worker) for _ in range(in_flight)]
+    threads = [threading.Thread(target=worker, args=(client,)) for client in clients]
     start = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
-    client.close()
+    for client in clients:
+        client.close()
     if failed:
         raise RuntimeError(f"the bare client failed {len(failed)} of {in_flight * waves} calls: {failed[0]!r}")
     return wall
