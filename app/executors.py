@@ -50,7 +50,7 @@ from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from .config import RunConfig, load_plugins
-from .units import Attempts, RunPlan, Unit, UnitResult, prepare_models, run_unit, setup_provider
+from .units import Attempts, RunPlan, Unit, UnitResult, prepare_imports, prepare_models, run_unit, setup_provider
 
 
 class Executor(Protocol):
@@ -191,6 +191,7 @@ class WorkerPlan:
         loaded = prepare_models(plan) if plan.replay is None else {}
         prepare_tools(plan.tasks, config.tools, self.in_flight)
         prepare_systems(plan.systems, self.units, config.tools, plan.run_dir, {}, setup_provider(plan))
+        prepare_imports(plan)
         return plan, loaded
 
 

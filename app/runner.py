@@ -83,6 +83,7 @@ from .units import (
     RunWriteError,
     Unit,
     WorkerLost,
+    prepare_imports,
     prepare_models,
     setup_provider,
 )
@@ -462,6 +463,7 @@ def _execute(
             on_start=lambda system, model: stage(f"preparing {system}/{model} (indexes are built once and cached)"),
             generation=plan.config.generation,
         )
+        prepare_imports(plan)
         stage("")
         note = manifest.executor.update  # how units ran (the executor's own account, e.g. Ray's capacity)
         _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress, manifest.model_load_s, note)

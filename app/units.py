@@ -6,6 +6,7 @@ record. The runner (`runner.py`) plans and orders units; the executors (`executo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -19,9 +20,9 @@ from ..core.benchmark import Benchmark
 from ..core.context import EndpointFactory
 from ..core.limits import RateLimiter
 from ..core.model import PROVIDERS, ModelConfig, ModelProvider, get_provider
-from ..core.registry import RegistryError
+from ..core.registry import RegistryError, import_lazy_dependencies
 from ..core.runlog import ResultRecord, UnitKey, record_of, trace_path
-from ..core.scorer import score
+from ..core.scorer import SCORERS, score
 from ..core.system import System, run_system
 from ..core.task import QuestionType, Task
 from ..core.trace import Budgets, Trace
@@ -244,6 +245,15 @@ def setup_provider(plan: RunPlan) -> Callable[[ModelConfig], ModelProvider | Non
         return None
     source = str(plan.replay.run_dir)
     return lambda model: ReplayProvider([], f"{source} (indexing calls are not replayed; the index cache serves them)")
+
+
+def prepare_imports(plan: RunPlan) -> None:
+    """Load the run's scorers and import, in this thread, what its loaded modules import on first use
+    (`LAZY_IMPORTS`), before units run on threads (`core/registry.import_lazy_dependencies`)."""
+    for name in plan.benchmark.scorers:
+        with contextlib.suppress(RegistryError):  # an unknown scorer is each unit's scoring error, said there
+            SCORERS.load(name)
+    import_lazy_dependencies()
 
 
 def prepare_models(plan: RunPlan) -> dict[str, float]:

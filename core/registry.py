@@ -16,6 +16,7 @@ core never names a module above it.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -154,3 +155,17 @@ def summary_line(cls: type) -> str:
     """What a listing (`compare systems`, `compare benchmarks`) says of a registered class: its
     `description`, else its docstring's first line."""
     return getattr(cls, "description", "") or (cls.__doc__ or "").strip().split("\n", 1)[0].strip()
+
+
+def import_lazy_dependencies() -> list[str]:
+    """Import, in this thread, what every loaded module says it imports on first use (its `LAZY_IMPORTS`:
+    a framework kept out of the command's start), before units run on threads. Two threads importing a
+    package with circular imports at once can each find it half-initialized, and a unit failed with
+    `ImportError: cannot import name 'validator_for' from partially initialized module` (256 units in
+    flight). Only modules already loaded are read: a run imports what its systems and scorers use.
+    Returns the modules imported."""
+    modules = list(sys.modules.values())  # read as is: a module's own __getattr__ may import on a miss
+    wanted = [name for module in modules for name in getattr(module, "__dict__", {}).get("LAZY_IMPORTS", ())]
+    for name in wanted:
+        importlib.import_module(name)
+    return wanted

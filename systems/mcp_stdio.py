@@ -18,6 +18,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("anyio", "httpx", "mcp", "mcp.client.streamable_http", "mcp.server.lowlevel", "mcp.server.stdio")
+
+
 UNIT_FILE = ".mcp-unit.json"
 
 

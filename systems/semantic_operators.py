@@ -59,6 +59,11 @@ from .bridge import distribution_versions, offline_environment
 if TYPE_CHECKING:
     import pandas as pd
 
+# Imported on first use (kept out of the command's start); imported before units run on threads, where two
+# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+LAZY_IMPORTS = ("data_agent_compare.tools.documents", "data_agent_compare.tools.frozen_search", "pandas", "tempfile")
+
+
 SEMANTIC_PROMPT_VERSION = "1"
 PLAN_SYSTEM = """You are a data analyst driving the semantic-operator engine {engine}. Write a plan in two parts.
 1. `queries`: read-only queries that fetch the rows the question needs. Their results become the tables table_1, \

@@ -95,6 +95,8 @@ def prepare_tools(tasks: list[Task], settings: ToolSettings, in_flight: int = 0)
     document corpus's index and the embedding model; and, for `in_flight` units at once, the worker
     processes their databases open in (`worker_process.prestart`). Returns the seconds spent, by what."""
     loaded = _preload_documents(tasks, settings)
+    if any(task.data for task in tasks):  # `default_tools` imports these per task: here first, in one thread
+        from . import documents, sql  # noqa: F401  (see core/registry.import_lazy_dependencies)
     engines = max((sum(s.kind in ENGINE_KINDS for s in t.data) for t in tasks if not t.unavailable), default=0)
     if in_flight and engines:
         from .worker_process import prestart
