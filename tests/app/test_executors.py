@@ -401,10 +401,24 @@ def test_the_ray_executor_gives_the_thread_executors_results_in_a_loopback_only_
     assert sum(call.get("in_flight", 0) for call in calls) >= 1
 
 
-def test_the_token_bucket_charges_the_reported_tokens_and_refuses_a_wait_past_the_deadline():
-    from data_agent_compare.core import ModelConfig, ModelError
+class FrozenClock:
+    """The rate limiter's clock, moved only by its own sleeps: a descheduled test thread refills no bucket."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_token_bucket_charges_the_reported_tokens_and_refuses_a_wait_past_the_deadline(monkeypatch):
+    from data_agent_compare.core import ModelConfig, ModelError, limits
     from data_agent_compare.core.limits import RateLimit, RateLimiter
 
+    monkeypatch.setattr(limits, "time", FrozenClock())
     limiter = RateLimiter({"m": RateLimit(tpm=6000, burst_s=0.1)})  # 100 tokens a second, 10 at once
     model = ModelConfig(alias="m", provider="scripted", model_id="m")
     request = ModelRequest(messages=[Message(role="user", content="x" * 40)])  # an estimated 10 tokens
@@ -412,7 +426,7 @@ def test_the_token_bucket_charges_the_reported_tokens_and_refuses_a_wait_past_th
     assert waited == 0.0
     limiter.settle(ticket, 30)  # the reply reported 30 tokens: 20 more than estimated are owed
     waited, ticket = limiter.admit(request, model, max_wait_s=5)
-    assert 0.25 <= waited <= 0.35  # 10 needed on top of a debt of 20, at 100 a second
+    assert waited == pytest.approx(0.3)  # 10 needed on top of a debt of 20, at 100 a second
     with pytest.raises(ModelError, match="no capacity within the call's deadline") as refused:
         limiter.admit(request, model, max_wait_s=0.01)
     assert refused.value.attempts == 0  # nothing was sent
