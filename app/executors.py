@@ -31,7 +31,6 @@ import select
 import signal
 import threading
 import time
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -351,6 +350,7 @@ class ProcessExecutor:
             self.connections.append(ours)
             self.processes.append(process)
         self.futures: dict[int, tuple[int, Future[UnitResult]]] = {}  # unit number -> (worker, future)
+        self.load = [0] * workers  # units in flight on each worker
         self.numbers = itertools.count()
         self.lock = threading.Lock()
         self.broken: BrokenProcessPool | None = None
@@ -363,8 +363,8 @@ class ProcessExecutor:
             if self.broken is not None:
                 future.set_exception(self.broken)
                 return future
-            load = Counter(worker for worker, _ in self.futures.values())
-            worker = min(range(len(self.processes)), key=lambda index: load[index])
+            worker = min(range(len(self.processes)), key=self.load.__getitem__)
+            self.load[worker] += 1
             number = next(self.numbers)
             self.futures[number] = (worker, future)
             self.connections[worker].send((number, unit.key))
@@ -389,6 +389,8 @@ class ProcessExecutor:
                 live[ready] = None
                 with self.lock:
                     entry = self.futures.pop(number, None)
+                    if entry is not None:
+                        self.load[entry[0]] -= 1
                 if entry is not None:
                     (entry[1].set_result if ok else entry[1].set_exception)(value)
 

@@ -21,10 +21,11 @@ import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
+from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 from ..core import __version__
@@ -56,7 +57,7 @@ from ..core.system import (
     system_names,
 )
 from ..core.task import Task
-from ..core.trace import Trace, utc_now
+from ..core.trace import utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
@@ -82,6 +83,7 @@ from .units import (
     RunPlan,
     RunWriteError,
     Unit,
+    UnitResult,
     WorkerLost,
     prepare_imports,
     prepare_models,
@@ -521,30 +523,37 @@ def _run_pending(
         return
     executor = create_executor(plan, pending, writer, endpoint, executor_note)
     queue, progress = FairQueue(pending), progress or RunProgress(total=len(pending))
-    running: dict[Future[tuple[ResultRecord, Trace, Trace | None]], tuple[Unit, float]] = {}
+    running: dict[Future[UnitResult], tuple[Unit, float]] = {}
+    # Each future puts itself here when it finishes: taking one result costs the same at 256 units in flight
+    # as at 1 (`concurrent.futures.wait` over every future in flight took 75 µs a result at 256).
+    finished: SimpleQueue[Future[UnitResult]] = SimpleQueue()
 
     def submit_next() -> None:
         unit = queue.pop()
         if unit is not None:
-            running[executor.submit(unit)] = (unit, time.monotonic())
+            future = executor.submit(unit)
+            running[future] = (unit, time.monotonic())
             progress.in_flight = len(running)
+            future.add_done_callback(finished.put)
 
     try:
         for _ in range(plan.config.concurrency):
             submit_next()
         while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                unit, started = running.pop(future)
-                queue.done(unit)
-                record, trace, judge_trace, loaded = future.result()
-                keep_earlier_spend(record, plan.retried.get(unit.key))
-                writer.append(record, trace, judge_trace)
-                model_load_s.update(loaded or {})
-                progress.add(record, time.monotonic() - started, len(running))
-                if on_result:
-                    on_result(record)
-                submit_next()
+            try:
+                future = finished.get(timeout=1.0)  # a timeout keeps the wait open to Ctrl-C and SIGTERM
+            except Empty:
+                continue
+            unit, started = running.pop(future)
+            queue.done(unit)
+            record, trace, judge_trace, loaded = future.result()
+            keep_earlier_spend(record, plan.retried.get(unit.key))
+            writer.append(record, trace, judge_trace)
+            model_load_s.update(loaded or {})
+            progress.add(record, time.monotonic() - started, len(running))
+            if on_result:
+                on_result(record)
+            submit_next()
     except BaseException:
         # Interrupted, or the run directory cannot be written: do not wait for the tasks in flight
         # (a model call can take minutes); they are not recorded and run again on --resume, and their

