@@ -290,7 +290,7 @@ def _run_in_worker(key: UnitKey) -> UnitResult:
         raise RuntimeError("worker process not initialised")
     result = run_unit(worker.unit(key), worker.plan, worker.endpoint.open_session, worker.journal, worker.attempts)
     loaded, worker.model_load_s = worker.model_load_s, None
-    return result._replace(model_load_s=loaded)
+    return result.encoded()._replace(model_load_s=loaded)
 
 
 def _worker_main(payload: WorkerPlan, conn: Connection, threads: int) -> None:

@@ -133,7 +133,7 @@ class _UnitRunner:
         finally:
             self.journal.flush()
         loaded, self.model_load_s = self.model_load_s, None
-        return result._replace(model_load_s=loaded)
+        return result.encoded()._replace(model_load_s=loaded)
 
     def note_in_flight(self) -> None:
         """A graceful stop: journal the calls still in flight (runs beside `run`: two threads per actor)."""

@@ -170,12 +170,22 @@ class Attempts:
 
 class UnitResult(NamedTuple):
     """What carrying out a unit gives the runner. A worker process or Ray actor sends, with its first unit,
-    the seconds it took to load each model (`model_load_s`), which the runner puts in the manifest."""
+    the seconds it took to load each model (`model_load_s`), which the runner puts in the manifest; and its
+    traces encoded (`encoded`): JSON text crosses processes for less CPU than a pickled trace, and the run
+    log writes it as it is."""
 
     record: ResultRecord
-    trace: Trace
-    judge_trace: Trace | None
+    trace: Trace | str
+    judge_trace: Trace | str | None
     model_load_s: dict[str, float] | None = None
+
+    def encoded(self) -> UnitResult:
+        """This result with its traces as JSON text (`Trace.model_dump_json`)."""
+        judge = self.judge_trace
+        return self._replace(
+            trace=self.trace if isinstance(self.trace, str) else self.trace.model_dump_json(),
+            judge_trace=judge.model_dump_json() if isinstance(judge, Trace) else judge,
+        )
 
 
 def run_unit(

@@ -646,7 +646,8 @@ class RunLogWriter:
         with self._lock:
             write_json(self.run_dir / MANIFEST_FILE, manifest.model_dump(mode="json"))
 
-    def append(self, record: ResultRecord, trace: Trace, judge_trace: Trace | None = None) -> None:
+    def append(self, record: ResultRecord, trace: Trace | str, judge_trace: Trace | str | None = None) -> None:
+        """The unit's record, after its traces (a trace may come encoded: a worker process's JSON text)."""
         with self._lock:
             self._write_trace(record.trace_file, trace)
             if judge_trace is not None and record.judge_trace_file:
@@ -654,14 +655,14 @@ class RunLogWriter:
             self._results.write(redact_credentials(record.model_dump_json()) + "\n")
             self._results.flush()
 
-    def _write_trace(self, name: str, trace: Trace) -> None:
+    def _write_trace(self, name: str, trace: Trace | str) -> None:
         """Atomically, credentials redacted, as `write_json` does; encoded by pydantic's serializer (half the
-        time of `model_dump` then `json.dumps`), unindented."""
+        time of `model_dump` then `json.dumps`), unindented, unless it comes encoded."""
         path = self.run_dir / name
         if path.parent not in self._folders:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._folders.add(path.parent)
-        _replace_with(path, redact_credentials(trace.model_dump_json()))
+        _replace_with(path, redact_credentials(trace if isinstance(trace, str) else trace.model_dump_json()))
 
     def close(self) -> None:
         self._results.close()

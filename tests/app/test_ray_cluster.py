@@ -220,12 +220,13 @@ def test_a_resume_with_more_actors_than_cpus_runs_at_the_pace_of_those_it_has_an
     assert capacity[-1]["running"] == 2 and capacity[-1]["waiting"] == 2
 
     # The pace of 2 actors: units recorded per second, first to last record of the resume, against 2 units
-    # per unit time (the resume ran at 0.45 of it: units queued on the actors that could not start).
+    # per unit time (the resume ran at 0.45 of it: units queued on the actors that could not start);
+    # 0.55 of it passes, leaving a loaded machine room, and 0.45 still fails.
     first_at = next(at for at, count in arrivals if count > before)
     last_at = next(at for at, count in arrivals if count == len(lines))
     unit_s = statistics.median(r["latency_s"] for r in lines)
     rate = (len(lines) - before - 1) / (last_at - first_at)
-    assert rate >= 0.6 * 2 / unit_s, f"{rate:.2f} units/s with 2 actors at {unit_s:.2f} s a unit"
+    assert rate >= 0.55 * 2 / unit_s, f"{rate:.2f} units/s with 2 actors at {unit_s:.2f} s a unit"
 
 
 def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_and_their_spend(tmp_path: Path) -> None:
