@@ -17,6 +17,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,15 +194,24 @@ def test_a_resume_with_more_actors_than_cpus_runs_at_the_pace_of_those_it_has_an
         cluster.command(*compare_command(*flags)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env,
     )
+    said: list[str] = []  # the first run's stderr, read as it comes: the capacity is said once it held 2 s
+    reader = threading.Thread(target=lambda: said.extend(first.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    capacity_said = "running units on 2 of 4 actors; 2 wait for resources"
     try:
         wait_for_records(out, 4, first)
+        deadline = time.monotonic() + 60  # 4 records can come before the capacity settles: wait for both
+        while not any(capacity_said in line for line in said) and time.monotonic() < deadline:
+            assert first.poll() is None, "".join(said)
+            time.sleep(0.1)
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=60) == 143
     finally:
         if first.poll() is None:
             first.kill()
-    _, said_first = first.communicate()
-    assert "running units on 2 of 4 actors; 2 wait for resources" in said_first  # said, never silent
+    first.stdout.read()  # type: ignore[union-attr]  (stderr is the reader's)
+    reader.join(timeout=10)
+    assert capacity_said in "".join(said)  # said, never silent
 
     before = len(records(out))
     again = cluster.command(*compare_command("--resume", "--allow-drift", "--out", str(out)))  # others edit the tree
