@@ -77,13 +77,15 @@ def test_resume_runs_only_missing_units_and_reports_a_partial_line(tmp_path, scr
     assert warnings == []  # the fragment of the cut record is gone
 
 
-def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, scripted_model):
-    """Scripted system and scripted judge: judge calls are metered apart and land in their own trace."""
+def judged_report_run(tmp_path, scripted_model, system_s: float = 0.0) -> tuple[dict, dict, dict]:
+    """One bundled report task run by a scripted system (taking `system_s` to answer) and scored by a scripted
+    judge: its record, its system trace and its judge trace."""
     report_task = next(t for t in load_tasks("bundled") if t.question_type == "report")
 
     def system_or_judge(request: ModelRequest, context: CallContext) -> Message:
         if context.system == "judge":
             return Message(role="assistant", content=json.dumps({"score": 1, "justification": "fine"}))
+        time.sleep(system_s)
         return tool_call_message("answer", {"answer": report_task.gold.report})
 
     model = scripted_model(system_or_judge)
@@ -91,9 +93,15 @@ def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, s
     plan.judge = model
     execute(plan)
     record = records_of(plan.run_dir)[0]
-    assert record["scores"]["rs"] is not None and record["scores"]["sql_acc"] is not None
-    judge_trace = json.loads((plan.run_dir / record["judge_trace_file"]).read_text())
     system_trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    judge_trace = json.loads((plan.run_dir / record["judge_trace_file"]).read_text())
+    return record, system_trace, judge_trace
+
+
+def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, scripted_model):
+    """Scripted system and scripted judge: judge calls are metered apart and land in their own trace."""
+    record, system_trace, judge_trace = judged_report_run(tmp_path, scripted_model)
+    assert record["scores"]["rs"] is not None and record["scores"]["sql_acc"] is not None
     assert judge_trace["steps"] and all(s["kind"] == "model_call" for s in judge_trace["steps"])
     assert record["judge_usage"]["input_tokens"] > 0
     assert record["model_calls"] == len([s for s in system_trace["steps"] if s["kind"] == "model_call"]) == 1
@@ -102,21 +110,7 @@ def test_report_tasks_are_judged_by_the_judge_model_in_its_own_trace(tmp_path, s
 def test_the_judges_clock_starts_when_it_scores_not_while_the_system_runs(tmp_path, scripted_model):
     """Scripted system that takes 0.5 s and a scripted judge: the judge's trace (built with the unit's
     models) counts neither the system's run as its setup nor in its wall time."""
-    report_task = next(t for t in load_tasks("bundled") if t.question_type == "report")
-
-    def slow_system_quick_judge(request: ModelRequest, context: CallContext) -> Message:
-        if context.system == "judge":
-            return Message(role="assistant", content=json.dumps({"score": 1, "justification": "fine"}))
-        time.sleep(0.5)
-        return tool_call_message("answer", {"answer": report_task.gold.report})
-
-    model = scripted_model(slow_system_quick_judge)
-    plan = make_plan(tmp_path, [report_task], model, ["tool_use"])
-    plan.judge = model
-    execute(plan)
-    record = records_of(plan.run_dir)[0]
-    judge_trace = json.loads((plan.run_dir / record["judge_trace_file"]).read_text())
-    system_trace = json.loads((plan.run_dir / record["trace_file"]).read_text())
+    _, system_trace, judge_trace = judged_report_run(tmp_path, scripted_model, system_s=0.5)
     assert system_trace["wall_time_s"] >= 0.5
     assert judge_trace["setup_s"] == 0.0
     assert judge_trace["wall_time_s"] < 0.4
