@@ -4,7 +4,11 @@ across requests, and closing the provider closes every client."""
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 import threading
+
+import pytest
 
 from data_agent_compare.core.model import Message, MeteredModel, ModelConfig, RetrySettings
 from data_agent_compare.core.trace import Budgets, Trace, TraceRecorder
@@ -52,3 +56,19 @@ def test_a_client_returned_is_lent_again_before_a_new_one_is_made():
     assert first.is_closed and other.is_closed
 
 
+def test_the_pools_clients_load_the_certificate_authorities_once(monkeypatch: pytest.MonkeyPatch):
+    """httpx parses the CA bundle for every client it makes (25 ms of CPU); the pool's clients share one."""
+    loaded: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(context: ssl.SSLContext, *args: object, **options: object) -> None:
+        loaded.append(args or options)
+        load(context, *args, **options)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    pool = ClientPool()
+    with contextlib.ExitStack() as lent:
+        clients = [lent.enter_context(pool.lend()) for _ in range(6)]
+    assert len({id(client) for client in clients}) == 6
+    assert len(loaded) == 1
+    pool.close()
