@@ -262,9 +262,12 @@ def bare_calls(base_url: str, in_flight: int, waves: int) -> float:
     (one kept-alive connection, the providers' deadline client): what this machine's client and server allow at
     that concurrency, without the harness. One client shared by all threads would check every idle connection
     on each request (a system call each): a lower ceiling than a user's own client reaches."""
+    import httpx
+
     from data_agent_compare.providers.http_deadline import deadline_client
 
-    clients = [deadline_client(keepalive=1) for _ in range(in_flight)]
+    tls = httpx.create_ssl_context()  # shared, as the providers' client pool shares it: made before the clock starts
+    clients = [deadline_client(keepalive=1, verify=tls) for _ in range(in_flight)]
     body = {"model": "fake", "messages": [{"role": "user", "content": "Which restaurants are open now? " * 20}]}
     failed: list[BaseException] = []
 
@@ -551,8 +554,9 @@ def table(results: dict[str, Any]) -> str:
             f"{of_bare['median']:.2f} of it ({ranged(of_bare, '.2f')}) | {target} | {met} | {ranged(row['load'])} |"
         )
     for x in results.get("executors", []):
-        process, thread, bare, speed = (x[k] for k in ("process_units_per_s", "thread_units_per_s",
-                                                     "bare_units_per_s", "speed_up"))
+        process, thread, bare, speed = (
+            x[k] for k in ("process_units_per_s", "thread_units_per_s", "bare_units_per_s", "speed_up")
+        )
         lines.append(
             f"| process vs thread executor, {x['units']:,} units at {x['in_flight']} in flight "
             f"({x['latency_s'] * 1000:.0f} ms calls) | {process['median']:.0f} vs {thread['median']:.0f} units/s "
