@@ -8,7 +8,8 @@ machine as the suite, so each is a ratio of two things measured under the same l
 
 - harness overhead per model call: `MeteredModel.generate` through the runner's provider wrapper (request
   keying, retries, deadline, trace step) minus a bare POST by the provider's own HTTP path (`post_json`, the
-  same httpx client), interleaved call by call, against a server that answers at once;
+  same httpx client), interleaved call by call (the median of each call's difference from the POST before it),
+  against a server that answers at once;
 - throughput at 1, 8, 64 and 256 calls in flight (`--concurrency N`, the default executor: `auto` picks worker
   processes from 32 in flight) against a server that answers after 200 ms, as a fraction of the ideal
   N / 0.2 s, beside the bare client (N threads POSTing, each with an httpx client of its own) on the same server,
@@ -18,14 +19,11 @@ machine as the suite, so each is a ratio of two things measured under the same l
   the bare client's beside;
 - the harness's CPU per unit: two DBGorilla runs through `compare` (1 and 5 epochs of 315 queries, 16 in flight,
   a server answering in 1 ms), the difference of their CPU time over the difference of their units, so start-up,
-  loading and the report's fixed part cancel out.
-
-Measurements that move with the machine's load are taken in interleaved pairs (the two sides one right after
-the other, the order rotated from pair to pair): the table shows their median, their lowest and highest, and
-the 1-minute load average over the pairs, never the best alone;
+  loading and the report's fixed part cancel out;
 - a 10,000-unit DBGorilla run (315 queries × 32 epochs, the 40-query sample replicated under distinct ids)
   through the `compare` command: wall time, peak memory, size of the run directory;
-- `compare --help` and `compare score` on 2,520 DBGorilla predictions (beyond start-up);
+- `compare --help` and `compare score` on 2,520 DBGorilla predictions (beyond start-up), each the median of 11
+  runs interleaved with `python -c pass`;
 - the embedded model's decode+sample speed through the suite (`LocalLlamaProvider`) as a fraction of
   llama-cpp-python called directly with the same prompt, grammar and settings.
 
@@ -646,7 +644,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as name:
         folder = Path(name)
         steps: list[tuple[str, Callable[[], Any]]] = [
-            ("startup", lambda: startup_and_score(folder, 3 if args.quick else 5)),
+            ("startup", lambda: startup_and_score(folder, 3 if args.quick else 11)),
             ("overhead", lambda: overhead(200 if args.quick else 2000)),
             ("throughput", lambda: throughput(folder, 2 if args.quick else WAVES, 1 if args.quick else 2)),
             ("executors", lambda: executor_rows(folder, 512 if args.quick else 5000, 1 if args.quick else 2)),
