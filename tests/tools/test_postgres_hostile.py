@@ -3,6 +3,7 @@ and dumps. Each test is one probe that got through before and asserts what happe
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -109,14 +110,27 @@ def reader(server: PostgresCluster, role: str) -> str:
     return f"postgresql://{role}:pw@127.0.0.1:{server.port}/postgres"
 
 
+def readable_by_the_server(server: PostgresCluster, path: Path) -> Path:
+    """`path` copied into the server's data directory, which its OS user can always read: a checkout in a
+    private folder (`mktemp -d` makes one) is out of its reach, which would hide what a superuser can read."""
+    with psycopg.connect(server.admin_url(), autocommit=True) as con:
+        row = con.execute("SHOW data_directory").fetchone()
+    assert row is not None
+    copy = Path(row[0]) / path.name
+    shutil.copyfile(path, copy)
+    copy.chmod(0o644)
+    return copy
+
+
 def test_a_reader_that_is_a_member_of_a_superuser_role_is_refused(server: PostgresCluster) -> None:
     make_roles(
         server, "CREATE ROLE admin2 SUPERUSER NOLOGIN", "CREATE ROLE via_admin2 LOGIN PASSWORD 'pw' IN ROLE admin2"
     )
+    dump = readable_by_the_server(server, DUMP)
     with psycopg.connect(reader(server, "via_admin2"), autocommit=True) as con:  # what the probe did with it
         con.execute("BEGIN")
         con.execute("SELECT set_config('role', 'admin2', true)")
-        row = con.execute(f"SELECT query_to_xml('select pg_read_file(''{DUMP}'')', true, false, '')").fetchone()
+        row = con.execute(f"SELECT query_to_xml('select pg_read_file(''{dump}'')', true, false, '')").fetchone()
         assert row is not None and "PostgreSQL database dump" in row[0]
     with pytest.raises(PostgresError, match=r"is a member of admin2 \(super\)"):
         prepare_postgres([dab_task("hostile_books")], url=server.admin_url(), reader_url=reader(server, "via_admin2"))
