@@ -258,7 +258,8 @@ def load_plugins(plugins: list[str]) -> None:
     defines external systems (systems/external.py, docs/bring-your-own-agent.md)."""
     for plugin in plugins:
         if plugin.endswith((".yaml", ".yml")):
-            from ..systems.external import ExternalSystemError, load_external_systems
+            from ..systems.external import ExternalSystemError
+            from ..systems.external_yaml import load_external_systems
 
             try:
                 load_external_systems(Path(plugin))

@@ -61,6 +61,7 @@ from ..core.trace import utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
+from ..systems.agent_sandbox import agent_limits, agent_sandbox_mode, agent_sandbox_problem
 from ..tools import prepare_tools
 from ..tools.python_sandbox import sandbox_memory_budget, sandbox_mode
 from .config import (
@@ -122,10 +123,38 @@ def plan_run(config: RunConfig) -> RunPlan:
             "(or run offline with the embedded model: --models local)"
         )
     systems, benchmark, tasks = _systems_and_tasks(config)
+    check_agent_sandbox(config, systems)
     check_task_sizes(tasks, config)
     check_task_ids(tasks, config.benchmark + (f" ({config.tasks_path})" if config.tasks_path else ""))
     out = Path(config.out) if config.out else Path("runs") / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{config.benchmark}"
     return RunPlan(config, benchmark, tasks, systems, models, out, judge)
+
+
+def external_systems(systems: dict[str, System]) -> list[str]:
+    return [name for name, system in systems.items() if system.kind == "external"]
+
+
+def check_agent_sandbox(config: RunConfig, systems: dict[str, System]) -> None:
+    """External agents run in a sandbox of their own; where none can be made they are refused (exit 2),
+    unless the user allowed them to run without one (`--unsandboxed-agents`)."""
+    external = external_systems(systems)
+    if external and agent_sandbox_mode(config.tools) == "unavailable":
+        raise ConfigError(
+            f"external systems ({', '.join(external)}) run in a sandbox of their own, and none can be made here: "
+            f"{agent_sandbox_problem()}. Install bubblewrap (apt-get install bubblewrap) and allow user namespaces, "
+            "or pass --unsandboxed-agents to run them WITHOUT a sandbox (they could then read the task files, gold "
+            "included, and anything your user can)"
+        )
+
+
+def record_agent_sandbox(manifest: Manifest, plan: RunPlan) -> None:
+    """The manifest's record of how external agents ran (None without external systems)."""
+    if not external_systems(plan.systems):
+        return
+    mode = agent_sandbox_mode(plan.config.tools)
+    manifest.agent_sandbox = mode
+    manifest.agent_sandbox_limits = agent_limits(plan.config.tools).describe() if mode == "bubblewrap" else None
+    manifest.agent_sandbox_problem = agent_sandbox_problem()
 
 
 def _systems_and_tasks(config: RunConfig) -> tuple[dict[str, System], Benchmark, list[Task]]:
@@ -437,6 +466,7 @@ def _execute(
     manifest.drift_allowed += drift
     manifest.python_sandbox = sandbox_mode(plan.config.tools)
     manifest.python_sandbox_memory = sandbox_memory_budget(plan.config.tools)
+    record_agent_sandbox(manifest, plan)
     asked = plan.config.executor  # `auto` is settled for this execution only: a resume of the plan asks again
     try:
         writer = RunLogWriter(plan.run_dir)

@@ -230,6 +230,12 @@ class Manifest(BaseModel):
     python_sandbox: str | None = None
     # The sandbox's one memory budget: a memory cgroup per sandbox, or one process (fork refused); None: no sandbox.
     python_sandbox_memory: str | None = None
+    # How external agents ran: "bubblewrap" (a sandbox of their own per unit, its limits in `agent_sandbox_limits`)
+    # or "unsandboxed" (--unsandboxed-agents, where none could be made: `agent_sandbox_problem` says why); None:
+    # the run had no external system.
+    agent_sandbox: str | None = None
+    agent_sandbox_limits: dict[str, Any] | None = None
+    agent_sandbox_problem: str | None = None
     # sha256 of each task as loaded (`--resume` refuses a changed task file); {} in older run logs.
     task_hashes: dict[str, str] = Field(default_factory=dict)
     replay_of: str | None = None  # `compare --replay`: the run whose recorded responses were served

@@ -284,3 +284,11 @@ class ToolSettings(BaseModel):
     # Run model-written Python without the bubblewrap sandbox. Only for machines where bubblewrap
     # cannot run; off by default, recorded in the manifest (`--unsafe-python`).
     unsafe_python: bool = False
+    # An external agent's sandbox (systems/agent_sandbox.py): its limits, recorded in the manifest; and running
+    # agents WITHOUT one (`--unsandboxed-agents`), only where none can be made, stated on every external row.
+    agent_memory_mb: int = Field(default=1536, ge=64, le=1 << 20)  # all its processes together
+    agent_processes: int = Field(default=256, ge=8, le=1 << 16)  # processes and threads together
+    agent_cpus: float = Field(default=1.0, gt=0, le=1024)  # cores of CPU time
+    agent_scratch_mb: int = Field(default=512, ge=1, le=1 << 20)  # its writable folder (and /tmp)
+    agent_file_size_mb: int = Field(default=256, ge=1, le=1 << 20)  # the largest file it may write
+    unsandboxed_agents: bool = False

@@ -21,7 +21,7 @@ from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_comparison
 from .significance import leader_line, ranked, ranking_figures, significance_table
-from .summary import SummaryRow, comparison_markdown, denominator_lines
+from .summary import SummaryRow, comparison_markdown, denominator_lines, sandbox_lines
 from .trajectories import trajectory_table
 
 FIGURES_DIR = "figures"
@@ -129,6 +129,8 @@ def _some(names: list[str], shown: int = 3) -> str:
 def _notes(data: ReportData) -> list[str]:
     rows = data.summary()
     notes = [line.removeprefix("- ") for line in denominator_lines(rows, data.infra_errors_as_failures)]
+    for run in data.runs:
+        notes += [line.removeprefix("- ") for line in sandbox_lines(run.manifest, rows)]
     for run, tasks in data.left_out.items():
         shown = ", ".join(tasks[:10]) + (" …" if len(tasks) > 10 else "")
         notes.append(f"{run}: {len(tasks)} task(s) not in every run are left out: {shown}")

@@ -742,6 +742,25 @@ def provenance_lines(manifest: Manifest) -> list[str]:
     return lines
 
 
+def sandbox_lines(manifest: Manifest, rows: list[SummaryRow]) -> list[str]:
+    """How the run's external agents were isolated, naming every external row when they were not."""
+    external = [r for r in rows if (manifest.systems.get(r.system) or {}).get("kind") == "external"]
+    if manifest.agent_sandbox is None or not external:
+        return []
+    names = ", ".join(f"{r.system}/{r.model}" for r in external)
+    if manifest.agent_sandbox == "unsandboxed":
+        why = f" ({manifest.agent_sandbox_problem})" if manifest.agent_sandbox_problem else ""
+        return [
+            f"- external agents ran WITHOUT a sandbox (--unsandboxed-agents{why}): {names}. Each could read the "
+            "task files and gold and anything the suite's user can: their scores are not evidence."
+        ]
+    limits = manifest.agent_sandbox_limits or {}
+    return [
+        f"- external agents each ran in a sandbox of their own (bubblewrap; {limits.get('memory_mb')} MB, "
+        f"{limits.get('processes')} processes, network only to their gateway and tools): {names}"
+    ]
+
+
 def markdown(
     rows: list[SummaryRow],
     manifest: Manifest,
@@ -762,6 +781,7 @@ def markdown(
         f"- tasks {len(m.task_ids)}, epochs {m.config.get('epochs')}, budgets {budgets}",
         *generation_lines(m, records or []),
         *provenance_lines(m),
+        *sandbox_lines(m, rows),
         "",
         *table_lines(rows, columns_for(m.benchmark)),
     ]

@@ -7,11 +7,15 @@ resolved versions, and runs the system there.
     built.python, built.resolved, built.build_s   # its interpreter, {distribution: version}, seconds (None: reused)
 
 A Python environment is a virtual environment made by `uv` (`uv venv` with this machine's Python 3.11, then
-`uv pip install`), or by `venv` and pip when `installer="pip"` (pip reads this machine's pip configuration:
-the local CPU torch wheel). A Node environment is a folder where `npm install` put the packages. Either is
-built in a temporary folder beside its place and renamed into it when complete, under a file lock, so that
-parallel runs build it once and a failed build leaves nothing half-made. Two versions of one framework are
-two requirement lists, hence two environments, side by side in one run.
+`uv pip install --compile-bytecode`), or by `venv` and pip when `installer="pip"` (pip reads this machine's pip
+configuration: the local CPU torch wheel; pip compiles bytecode itself): an agent's sandbox shows it read-only,
+so no unit could write the bytecode it would otherwise compile on every start. A Node environment is a folder
+where `npm install` put the packages. A `build` command (an agent in Go, Rust, C, ...) runs once after them, in
+the agent's own sandbox (systems/agent_sandbox.py: no network, its agent folder read-only, only `{build_dir}`
+writable), keyed by the hash of the command and of the agent folder's files. Each is built in a temporary folder
+beside its place and renamed into it when complete, under a file lock, so that parallel runs build it once and
+a failed build leaves nothing half-made. Two versions of one framework are two requirement lists, hence two
+environments, side by side in one run.
 
 The cache is `$DAC_ENV_CACHE`, else `$XDG_CACHE_HOME/data-agent-compare/environments` (~/.cache/...).
 """
@@ -50,16 +54,33 @@ class Requirements:
     node: tuple[str, ...] = ()
     installer: Literal["uv", "pip"] = "uv"  # pip: this machine's pip configuration applies (local wheels)
     python_version: str = "3.11"
+    build: str | None = None  # a shell command run once into {build_dir}, in the agent's sandbox
+    sources: Path | None = None  # the agent's folder the build reads (its files are part of the key)
 
     def key(self) -> str:
-        """The cache key: a hash of everything that decides what gets installed."""
-        described = {
+        """The cache key: a hash of everything that decides what gets installed and built."""
+        described: dict[str, object] = {
             "python": sorted(self.python),
             "node": sorted(self.node),
             "installer": self.installer if self.python else None,
             "python_version": self.python_version if self.python else None,
         }
+        if self.python and self.installer == "uv":
+            described["bytecode"] = True  # environments of earlier releases had none: built again
+        if self.build is not None:
+            described["build"] = self.build
+            described["sources"] = files_hash(self.sources) if self.sources else None
         return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def files_hash(folder: Path) -> str:
+    """A hash of the names and contents of the files under `folder` (caches and version control left out)."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        parts = set(path.relative_to(folder).parts)
+        if path.is_file() and not parts & {"__pycache__", ".git", "node_modules"}:
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -78,6 +99,10 @@ class BuiltEnvironment:
     @property
     def node_modules(self) -> Path | None:
         return self.path / "node" / "node_modules" if self.requirements.node else None
+
+    @property
+    def build_dir(self) -> Path | None:
+        return self.path / "build" if self.requirements.build is not None else None
 
     @property
     def bin_dirs(self) -> list[Path]:
@@ -121,8 +146,9 @@ def ensure_environment(requirements: Requirements, root: Path | None = None) -> 
             return found
         start = time.perf_counter()
         building = Path(tempfile.mkdtemp(prefix=f".{requirements.key()}-", dir=root))
+        building.chmod(0o755)  # mkdtemp's 0700 would hide it from every agent's uid (their sandboxes show it)
         try:
-            resolved = _build(requirements, building)
+            resolved = _build(requirements, building, place)
             (building / RESOLVED_FILE).write_text(json.dumps(resolved, indent=1, sort_keys=True))
             shutil.rmtree(place, ignore_errors=True)
             building.rename(place)
@@ -136,6 +162,8 @@ def _read_built(requirements: Requirements, place: Path) -> BuiltEnvironment | N
         resolved = json.loads((place / RESOLVED_FILE).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+    if place.stat().st_mode & 0o005 != 0o005:  # built by an earlier release with mkdtemp's 0700
+        place.chmod(0o755)
     return BuiltEnvironment(requirements, place, resolved, None)
 
 
@@ -149,13 +177,51 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(requirements: Requirements, folder: Path) -> dict[str, dict[str, str]]:
+def _build(requirements: Requirements, folder: Path, place: Path) -> dict[str, dict[str, str]]:
     resolved: dict[str, dict[str, str]] = {}
     if requirements.python:
         resolved["python"] = _build_python(requirements, folder / "venv")
     if requirements.node:
         resolved["node"] = _build_node(requirements.node, folder / "node")
+    if requirements.build is not None:
+        resolved["build"] = _run_build(requirements, folder, place)
     return resolved
+
+
+def _run_build(requirements: Requirements, folder: Path, place: Path) -> dict[str, str]:
+    """The build command in an agent's sandbox: the folder being built shown (writable) where it will be."""
+    from .agent_sandbox import AgentSandboxError, run_build
+
+    output = folder / "build"
+    output.mkdir()
+    fields = {
+        "build_dir": str(place / "build"),
+        "agent_dir": str(requirements.sources or place),
+        "python": str(place / "venv" / "bin" / "python") if requirements.python else sys.executable,
+        "node_modules": str(place / "node" / "node_modules") if requirements.node else "",
+    }
+    try:
+        command = requirements.build.format_map(fields)  # type: ignore[union-attr]
+        shown = [path for path in (requirements.sources,) if path is not None]
+        outcome = run_build(command, requirements.sources or place, shown, {output: place / "build"}, BUILD_TIMEOUT_S)
+    except (KeyError, IndexError, ValueError) as wrong:
+        raise EnvironmentBuildError(f"the build command {requirements.build!r} cannot be filled in: {wrong}") from None
+    except AgentSandboxError as refused:
+        raise EnvironmentBuildError(f"the build's sandbox could not be made: {refused}") from None
+    if outcome.failure or outcome.timed_out:
+        why = outcome.failure or f"it did not end within {BUILD_TIMEOUT_S:g} s"
+        raise EnvironmentBuildError(f"the build command {command!r} failed: {why}")
+    _hand_back(output)
+    return {"command": command, "sources": files_hash(requirements.sources) if requirements.sources else ""}
+
+
+def _hand_back(folder: Path) -> None:
+    """The build's output, owned by the suite's user again and readable by every agent's uid."""
+    for path in [folder, *folder.rglob("*")]:
+        if os.geteuid() == 0:
+            os.lchown(path, 0, 0)
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | (0o555 if path.is_dir() or os.access(path, os.X_OK) else 0o444))
 
 
 def _build_python(requirements: Requirements, venv: Path) -> dict[str, str]:
@@ -165,7 +231,8 @@ def _build_python(requirements: Requirements, venv: Path) -> dict[str, str]:
         uv = find_uv()
         env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(venv)}
         _run([uv, "venv", "--quiet", "--python", interpreter, str(venv)], env)
-        _run([uv, "pip", "install", "--quiet", "--python", str(python), *requirements.python], env)
+        install = [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python)]
+        _run([*install, *requirements.python], env)
         frozen = _run([uv, "pip", "freeze", "--python", str(python)], env)
     else:
         _run([interpreter, "-m", "venv", str(venv)], dict(os.environ))

@@ -59,21 +59,37 @@ import functools
 import json
 import math
 import os
-import select
 import shutil
 import signal
-import site
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from ..core.tool import Tool, ToolError, ToolResult, ToolSettings
+from .bubblewrap import (
+    JOIN_CGROUPS,
+    NOBODY,
+    SANDBOX_PATH,
+    anonymous_file,
+    bwrap_path,
+    check_readable,
+    drop_to_user,
+    exit_status,
+    isolation_options,
+    mount_options,
+    privileged,
+    python_mounts,
+    sandbox_init,
+    suite_masks,
+    system_mounts,
+    task_count,
+    tear_down,
+)
 from .sandbox_memory import describe as describe_memory
 from .sandbox_memory import memory_mode, sandbox_cgroup
 from .seccomp import SeccompUnavailable, seccomp_program
@@ -86,16 +102,11 @@ SCRATCH_MAX_BYTES = 256 << 20  # size of the writable tmpfs
 SHM_MAX_BYTES = 64 << 20  # size of /dev/shm (multiprocessing's semaphores live there)
 PROCESS_LIMIT = 128  # RLIMIT_NPROC in the sandbox: processes and threads (numpy starts one per CPU)
 EXTRA_PROCESSES = 32  # unsafe fallback: RLIMIT_NPROC headroom above what our user already runs
-SANDBOX_UID = 65534  # nobody
-TEARDOWN_TIMEOUT_S = 10.0  # the kernel ends a PID namespace in milliseconds; this only bounds a hang
+SANDBOX_UID = NOBODY
 SCRATCH = "/scratch"
 DATA_MOUNT = "/data"
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 INPUT_FILE_MODE = "0444"
 UNSAFE_NOTE = "[ran WITHOUT the sandbox: bubblewrap is unavailable and --unsafe-python is set]"
-# Joins the sandbox's memory cgroup ($0 is its cgroup.procs), then becomes bwrap: nothing runs outside it.
-JOIN_CGROUP = 'echo 0 > "$0" && exec "$@"'
-PACKAGE = __package__.partition(".")[0]  # data_agent_compare: masked in the sandbox
 
 # Runs before the code (main.py in the working folder). Limits are set here rather than in a
 # preexec_fn, which is unsafe in a multi-threaded parent like the runner.
@@ -160,7 +171,7 @@ def sandbox_problem() -> str | None:
     """Why bubblewrap cannot run here, or None when it can (probed once per process)."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
-    if _privileged() and shutil.which("setpriv") is None:
+    if privileged() and shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed; as root it drops the sandbox to uid 65534"
     try:
         seccomp_program()
@@ -232,10 +243,6 @@ def run_sandboxed(
     return _run_unsafe(inputs, timeout_s, memory_mb, data_dir, stdin, cpu_s)
 
 
-def _privileged() -> bool:
-    return os.geteuid() == 0
-
-
 def _run_bubblewrap(
     inputs: Mapping[str, str | bytes],
     timeout_s: float,
@@ -247,13 +254,13 @@ def _run_bubblewrap(
     seccomp_filter: bool = True,  # False only to measure what the filter costs
 ) -> SandboxRun:
     shown = [*([data_dir] if data_dir else []), *read_only]
-    if _privileged():
-        _check_readable_by_sandbox_user(shown)
+    if privileged():
+        check_readable(shown)
     with contextlib.ExitStack() as stack:
-        input_fds = {name: _anonymous_file(stack, content).fileno() for name, content in inputs.items()}
-        given = _anonymous_file(stack, stdin)
+        input_fds = {name: anonymous_file(stack, content).fileno() for name, content in inputs.items()}
+        given = anonymous_file(stack, stdin)
         info, out, err = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(3))
-        processes = PROCESS_LIMIT + _task_count(SANDBOX_UID) if _privileged() else None
+        processes = PROCESS_LIMIT + task_count(SANDBOX_UID) if privileged() else None
         scratch, shm = tmpfs_sizes(memory_mb)
         limits = _limits(timeout_s if cpu_s is None else cpu_s, memory_mb, processes)
         limits["RLIMIT_AS"] -= scratch + shm  # what the tmpfs mounts can hold is memory too
@@ -261,12 +268,12 @@ def _run_bubblewrap(
         config = {"limits": limits, "block_fork": single_process}
         program = [sys.executable, "-I", "-c", PRELUDE, json.dumps(config)]
         filter_program = seccomp_program(single_process=single_process)
-        seccomp = _anonymous_file(stack, filter_program).fileno() if seccomp_filter else None
+        seccomp = anonymous_file(stack, filter_program).fileno() if seccomp_filter else None
         command = bubblewrap_command(program, data_dir, read_only, input_fds, info.fileno(), seccomp, memory_mb)
         options, program_part = command[1 : command.index("--")], command[command.index("--") :]
-        args = _anonymous_file(stack, b"".join(option.encode() + b"\0" for option in options))
+        args = anonymous_file(stack, b"".join(option.encode() + b"\0" for option in options))
         cgroup = stack.enter_context(sandbox_cgroup(memory_mb << 20))  # removed after the teardown below
-        launch = ["/bin/sh", "-c", JOIN_CGROUP, str(cgroup.procs), command[0]] if cgroup else ["bwrap"]
+        launch = ["/bin/sh", "-c", JOIN_CGROUPS, "sh", str(cgroup.procs), "--", command[0]] if cgroup else ["bwrap"]
         # bwrap gets an empty environment too: the sandbox's /proc/1/environ is bwrap's; and its
         # options by fd, so /proc/1/cmdline shows only "<bwrap> --args N -- <program>"
         process = subprocess.Popen(
@@ -283,35 +290,8 @@ def _run_bubblewrap(
         timed_out = _supervise(process, info.fileno(), timeout_s)
         (stdout, out_cut), (stderr, err_cut) = _read_capped(out), _read_capped(err)
         peak = cgroup.peak_bytes() if cgroup else None
-        status = _exit_status(process.returncode)
+        status = exit_status(process.returncode)
         return SandboxRun(status, timed_out, stdout, stderr, out_cut, err_cut, memory_peak_bytes=peak)
-
-
-def _anonymous_file(stack: contextlib.ExitStack, content: str | bytes) -> IO[bytes]:
-    """An unlinked temporary file holding `content`, positioned at its start (bwrap reads it by fd)."""
-    file = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 - the stack closes it
-    file.write(content.encode() if isinstance(content, str) else content)
-    file.flush()
-    file.seek(0)
-    return file
-
-
-def _check_readable_by_sandbox_user(folders: Iterable[Path]) -> None:
-    for folder in folders:
-        status = folder.stat()
-        mode = status.st_mode
-        if status.st_uid != SANDBOX_UID and mode & 0o005 != 0o005:
-            raise PermissionError(
-                f"the sandbox runs as uid {SANDBOX_UID} and cannot read {folder} (mode {mode & 0o777:o}); "
-                f"make it readable: chmod -R o+rX {folder}"
-            )
-
-
-def _exit_status(returncode: int) -> int:
-    """bwrap exits with 128+n when the program was killed by signal n."""
-    if returncode > 128 and (returncode - 128) in signal.valid_signals():
-        return -(returncode - 128)
-    return returncode
 
 
 def _supervise(process: subprocess.Popen[bytes], info_fd: int, timeout_s: float) -> bool:
@@ -325,136 +305,19 @@ def _supervise(process: subprocess.Popen[bytes], info_fd: int, timeout_s: float)
     deadline = time.monotonic() + timeout_s
     init = None
     try:
-        init = _sandbox_init(process, info_fd, deadline)
+        init = sandbox_init(process, info_fd, deadline)
         process.wait(timeout=max(0.0, deadline - time.monotonic()))
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
     except BaseException:  # Ctrl-C or another error while waiting: nothing may outlive the call
-        _tear_down(process, init)
+        tear_down(process, init)
         raise
-    _tear_down(process, init)
+    tear_down(process, init)
     return timed_out
 
 
-def _tear_down(process: subprocess.Popen[bytes], init: int | None) -> None:
-    if init is None:  # never saw the init: killing bwrap kills it (--die-with-parent)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(init, signal.SIGKILL)
-        gone = select.poll()  # not select(): a busy runner's fds may exceed FD_SETSIZE
-        gone.register(init, select.POLLIN)
-        gone.poll(TEARDOWN_TIMEOUT_S * 1000)  # readable once it and its whole namespace are gone
-        os.close(init)
-    try:
-        process.wait(timeout=TEARDOWN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def _sandbox_init(process: subprocess.Popen[bytes], info_fd: int, deadline: float) -> int | None:
-    """A pidfd of the sandbox's init, from bwrap's --info-fd `child-pid`, taken while bwrap runs.
-
-    bwrap writes the pid right after creating the init, long before a program can end; None if
-    bwrap ended (or the deadline passed) first.
-    """
-    while process.poll() is None and time.monotonic() < deadline:
-        try:
-            child = int(json.loads(os.pread(info_fd, 4096, 0))["child-pid"])
-        except (ValueError, KeyError):  # not written yet
-            time.sleep(0.002)
-            continue
-        try:
-            pidfd = os.pidfd_open(child)
-        except OSError:
-            return None
-        if _parent_of(child) == process.pid:  # checked after pidfd_open: the pidfd is that child's
-            return pidfd
-        os.close(pidfd)
-        return None
-    return None
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 # ---------------------------------------------------------------- the bwrap command line
-
-
-@dataclass
-class _Mounts:
-    """Host paths shown read-only at the same place, symlinks to recreate, suite entries to mask."""
-
-    trees: list[Path] = field(default_factory=list)
-    links: dict[Path, str] = field(default_factory=dict)  # link -> target
-    masks: list[Path] = field(default_factory=list)
-
-    def visible(self, path: Path) -> bool:
-        return any(path.is_relative_to(tree) for tree in self.trees)
-
-    def show(self, paths: Iterable[Path]) -> None:
-        for path in sorted(set(paths), key=lambda p: len(p.parts)):  # outer folders first
-            if not self.visible(path):
-                self.trees = [tree for tree in self.trees if not tree.is_relative_to(path)] + [path]
-
-
-def _system_mounts() -> _Mounts:
-    mounts = _Mounts()
-    mounts.show([Path("/usr")])
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        top = Path("/", name)
-        if top.is_symlink():
-            mounts.links[top] = os.readlink(top)
-        elif top.is_dir():
-            mounts.show([top])
-    return mounts
-
-
-def _site_dirs() -> list[Path]:
-    """Where installed packages live, for this interpreter and its base."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    found = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
-    found += [sysconfig.get_paths(vars=base)[key] for key in ("purelib", "platlib")]
-    found += site.getsitepackages()
-    return [Path(p) for p in dict.fromkeys(found) if Path(p).is_dir()]
-
-
-def _python_mounts(mounts: _Mounts) -> None:
-    """The interpreter and installed packages, but of a virtualenv in a checkout nothing else."""
-    runtime = [Path(sys.base_prefix), Path(sys.base_exec_prefix)]
-    if sys.prefix != sys.base_prefix:
-        runtime.append(Path(sys.prefix, "pyvenv.cfg"))
-    mounts.show([*runtime, *_site_dirs()])
-    executable = Path(sys.executable)
-    if executable.is_symlink():
-        target = Path(os.path.realpath(executable))
-        mounts.show([target])
-        if not mounts.visible(executable):
-            mounts.links[executable] = str(target)
-    else:
-        mounts.show([executable])
-
-
-def _suite_masks(mounts: _Mounts) -> None:
-    """The suite's own files wherever they would be visible: its package, dist-info, editable finder."""
-    own = [Path(__file__).resolve().parents[1]]
-    for folder in _site_dirs():
-        for pattern in (f"{PACKAGE}*", f"__editable__*{PACKAGE}*", f"__pycache__/__editable__*{PACKAGE}*"):
-            own += folder.glob(pattern)
-    mounts.masks = sorted({path for path in own if mounts.visible(path)})
-
-
-def _parent_folders(mounts: _Mounts, targets: Iterable[Path]) -> list[Path]:
-    """Folders to create in the sandbox's root so each target has a path (bwrap's own are mode 0700)."""
-    parents = {parent for target in targets for parent in target.parents if parent != Path("/")}
-    return sorted((p for p in parents if not mounts.visible(p)), key=lambda p: len(p.parts))
 
 
 def bubblewrap_command(
@@ -468,20 +331,11 @@ def bubblewrap_command(
 ) -> list[str]:
     """The bwrap command line running `program` (see the module docstring for each layer);
     `memory_mb` sizes the tmpfs mounts (default: their maximum)."""
-    mounts = _system_mounts()
-    _python_mounts(mounts)
+    mounts = system_mounts()
+    python_mounts(mounts)
     mounts.show(Path(p).resolve() for p in read_only)
-    _suite_masks(mounts)
-    command = [shutil.which("bwrap") or "bwrap", *_isolation_options()]
-    for folder in _parent_folders(mounts, [*mounts.trees, *mounts.links]):
-        command += ["--perms", "0755", "--dir", str(folder)]
-    for tree in sorted(mounts.trees, key=lambda p: len(p.parts)):
-        command += ["--ro-bind", str(tree), str(tree)]
-    for link, target in mounts.links.items():
-        command += ["--symlink", target, str(link)]
-    for mask in mounts.masks:  # an empty folder or file in its place
-        empty = ["--perms", "0555", "--size", "4096", "--tmpfs"] if mask.is_dir() else ["--ro-bind", "/dev/null"]
-        command += [*empty, str(mask)]
+    suite_masks(mounts)
+    command = [bwrap_path(), *isolation_options(), *mount_options(mounts)]
     command += ["--proc", "/proc", "--dev", "/dev"]
     scratch, shm = tmpfs_sizes(memory_mb)
     command += ["--perms", "1777", "--size", str(scratch), "--tmpfs", SCRATCH]
@@ -499,7 +353,7 @@ def bubblewrap_command(
         command += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         command += ["--seccomp", str(seccomp_fd)]
-    return [*command, "--", *_drop_to_sandbox_user(), *program]
+    return [*command, "--", *drop_to_user(), *program]
 
 
 def tmpfs_sizes(memory_mb: int | None) -> tuple[int, int]:
@@ -511,37 +365,7 @@ def tmpfs_sizes(memory_mb: int | None) -> tuple[int, int]:
     return min(SCRATCH_MAX_BYTES, budget // 4), min(SHM_MAX_BYTES, budget // 16)
 
 
-def _isolation_options() -> list[str]:
-    common = ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    if _privileged():  # no user namespace: setpriv drops to uid 65534 (see the module docstring)
-        keep = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
-        namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        return [*namespaces, "--cap-drop", "ALL", *keep, *common]
-    ids = ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    return ["--unshare-all", "--unshare-user", "--disable-userns", *ids, *common]
-
-
-def _drop_to_sandbox_user() -> list[str]:
-    if not _privileged():
-        return []
-    ids = [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
-    return [shutil.which("setpriv") or "setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
-
-
 # ---------------------------------------------------------------- limits and output
-
-
-def _task_count(uid: int) -> int:
-    """Threads `uid` runs now: RLIMIT_NPROC counts all of them, so a limit must start above."""
-    count = 0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid:
-                count += int(fields["Threads"])
-        except (OSError, KeyError, ValueError):  # the process ended while we looked
-            continue
-    return count
 
 
 def _limits(cpu_s: float, memory_mb: int, processes: int | None) -> dict[str, int]:
@@ -594,7 +418,7 @@ def _run_unsafe(
         given.write(stdin)
         given.seek(0)
         cpu = timeout_s if cpu_s is None else cpu_s
-        limits = _limits(cpu, memory_mb, _task_count(os.getuid()) + EXTRA_PROCESSES)
+        limits = _limits(cpu, memory_mb, task_count(os.getuid()) + EXTRA_PROCESSES)
         prefix = ["unshare", "--net", "--map-root-user"] if network_namespace_available() else []
         command = [*prefix, sys.executable, "-I", "-c", PRELUDE, json.dumps({"limits": limits, "block_fork": True})]
         environment = {"PATH": SANDBOX_PATH, "HOME": work, "LANG": "C.UTF-8"}

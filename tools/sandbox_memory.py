@@ -87,6 +87,19 @@ class SandboxCgroup:
         except (OSError, ValueError):
             return None
 
+    def oom_kills(self) -> int:
+        """How many of the sandbox's processes the kernel killed at the budget (0 when unknown)."""
+        name = "memory.events" if self.version == "cgroup v2" else "memory.oom_control"
+        try:
+            lines = (self.folder / name).read_text().splitlines()
+        except OSError:
+            return 0
+        for line in lines:
+            key, _, count = line.partition(" ")
+            if key == "oom_kill" and count.strip().isdigit():
+                return int(count)
+        return 0
+
 
 @contextlib.contextmanager
 def sandbox_cgroup(budget_bytes: int) -> Iterator[SandboxCgroup | None]:

@@ -72,6 +72,13 @@ class RunOptions:
         bool | None,
         typer.Option("--unsafe-python", help="Where bubblewrap cannot run, run model-written Python unsandboxed."),
     ] = None
+    unsandboxed_agents: Annotated[
+        bool | None,
+        typer.Option(
+            "--unsandboxed-agents",
+            help="Where no agent sandbox can be made, run external agents WITHOUT one (stated on every external row).",
+        ),
+    ] = None
     max_steps: Annotated[int | None, typer.Option(help="Budget: model calls per task.")] = None
     max_tokens: Annotated[int | None, typer.Option(help="Budget: tokens per task.")] = None
     wall_time: Annotated[float | None, typer.Option(help="Budget: seconds per task.")] = None
@@ -112,7 +119,11 @@ class RunOptions:
             "question_types": split(self.question_type),
             "plugins": self.plugin or None,
             "budgets": {k: v for k, v in budgets.items() if v is not None} or None,
-            "tools": {"unsafe_python": True} if self.unsafe_python else None,
+            "tools": {
+                **({"unsafe_python": True} if self.unsafe_python else {}),
+                **({"unsandboxed_agents": True} if self.unsandboxed_agents else {}),
+            }
+            or None,
             "cache": {"enabled": True} if self.cache else None,
             "generation": _generation_flags(sampling),
         }
@@ -121,7 +132,8 @@ class RunOptions:
 # The fields `_reshaped` turns into configuration keys, and `config`, which names the file under the flags.
 RESHAPED = {
     "workflows", "systems", "system_arg", "models", "task_ids", "level", "question_type", "plugin", "max_steps",
-    "max_tokens", "wall_time", "unsafe_python", "cache", "temperature", "top_p", "seed", "max_output_tokens", "config",
+    "max_tokens", "wall_time", "unsafe_python", "unsandboxed_agents", "cache", "temperature", "top_p", "seed",
+    "max_output_tokens", "config",
 }  # fmt: skip
 
 

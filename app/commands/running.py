@@ -167,14 +167,23 @@ def _price_warnings(plan: RunPlan) -> list[str]:
 
 def _sandbox_warnings(plan: RunPlan) -> list[str]:
     """Said before the run: model-written Python will be refused, or will run without a sandbox."""
+    from ...systems.agent_sandbox import agent_sandbox_mode, agent_sandbox_problem
     from ...tools.python_sandbox import refusal, sandbox_mode, sandbox_problem
+    from ..runner import external_systems
 
+    lines = []
     mode = sandbox_mode(plan.config.tools)
     if mode == "unavailable":
-        return [refusal(sandbox_problem() or "")]
+        lines.append(refusal(sandbox_problem() or ""))
     if mode == "unsafe":
-        return [f"model-written Python runs WITHOUT a sandbox (--unsafe-python): {sandbox_problem()}"]
-    return []
+        lines.append(f"model-written Python runs WITHOUT a sandbox (--unsafe-python): {sandbox_problem()}")
+    external = external_systems(plan.systems)
+    if external and agent_sandbox_mode(plan.config.tools) == "unsandboxed":
+        lines.append(
+            f"external agents ({', '.join(external)}) run WITHOUT a sandbox (--unsandboxed-agents): "
+            f"{agent_sandbox_problem()}; they can read the task files, gold included"
+        )
+    return lines
 
 
 def _stop(plan: RunPlan, stop: BaseException) -> None:

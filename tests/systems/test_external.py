@@ -1,6 +1,7 @@
-"""External systems (systems/external.py): any command as an agent, run per unit as its own process group with
-the unit's wall time, its model calls through the metered gateway by the unit's token, its tool calls over MCP;
-killed with its children at the deadline; a killed agent is that unit's error and the run goes on."""
+"""External systems (systems/external.py): any command as an agent, run per unit in its own sandbox with the
+unit's wall time, its model calls through the metered gateway by the unit's token, its tool calls over MCP;
+torn down with everything it started at the deadline; a killed agent is that unit's error and the run goes on.
+(The attacks a hostile agent tries are tests/systems/test_agent_sandbox.py.)"""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import pytest
 from data_agent_compare.app.runner import execute
 from data_agent_compare.core import SYSTEMS, Message, QuestionType
 from data_agent_compare.providers.scripted import tool_call_message
-from data_agent_compare.systems.external import ExternalSystemError, external_system, load_external_systems
+from data_agent_compare.systems.external import ExternalSystemError, external_system
+from data_agent_compare.systems.external_yaml import load_external_systems
 
-from helpers import compare_command, load_tasks, make_plan, read_records, run_task
+from helpers import compare_command, load_tasks, make_plan, processes_with, read_records, run_task
 
 # A scripted agent in the suite's own Python: it reads the question, asks the gateway's model (the unit's
 # token), calls the tool the model names over MCP, and answers; it also reports what was refused.
@@ -62,8 +64,8 @@ SCRIPTED_AGENT = textwrap.dedent(
                         return None
 
     report["text"] = asyncio.run(main())
-    if os.environ.get("REPORT_TO"):
-        open(os.environ["REPORT_TO"], "w").write(json.dumps(report))
+    if os.environ.get("PRINT_REPORT"):  # its standard output, the answer when it did not call `answer`
+        print(json.dumps(report))
     """
 )
 
@@ -83,6 +85,14 @@ def define(names: list[str], name: str, command: list[str], **options: object) -
     return name
 
 
+def agent_folder(tmp_path: Path, **scripts: str) -> Path:
+    """A folder of agent scripts the agent's uid can read (pytest makes tmp_path readable by its owner only)."""
+    tmp_path.chmod(0o755)
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
 def factoid():
     return next(t for t in load_tasks("bundled") if t.question_type == QuestionType.FACTOID)
 
@@ -91,9 +101,8 @@ def test_scripted_agent_process_calls_the_gateway_and_the_mcp_tools_and_answers(
     tmp_path, scripted_model, external, monkeypatch
 ):
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-must-not-leak")
-    script = tmp_path / "agent.py"
-    script.write_text(SCRIPTED_AGENT)
-    name = define(external, "test_scripted_external", ["{python}", str(script)])
+    folder = agent_folder(tmp_path, **{"agent.py": SCRIPTED_AGENT})
+    name = define(external, "test_scripted_external", ["{python}", "{agent_dir}/agent.py"], agent_dir=folder)
     replies = iter(
         [
             tool_call_message("execute_sql", {"sql": "SELECT COUNT(*) FROM Customers"}, "c1"),
@@ -120,17 +129,14 @@ def test_scripted_agent_sees_only_its_own_variables_and_a_model_call_without_the
     tmp_path, scripted_model, external, monkeypatch
 ):
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-must-not-leak")
-    script = tmp_path / "agent.py"
-    script.write_text(SCRIPTED_AGENT)
-    report_file = tmp_path / "report.json"
-    name = define(
-        external, "test_scripted_external_env", ["{python}", str(script)], env={"REPORT_TO": str(report_file)}
-    )
-    model = scripted_model(lambda request, context: tool_call_message("answer", {"answer": "50"}))
+    folder = agent_folder(tmp_path, **{"agent.py": SCRIPTED_AGENT})
+    command = ["{python}", "{agent_dir}/agent.py"]
+    name = define(external, "test_scripted_external_env", command, agent_dir=folder, env={"PRINT_REPORT": "1"})
+    model = scripted_model(lambda request, context: Message(role="assistant", content="done"))
     record, _, _ = run_task(tmp_path, model, factoid(), name)
 
     assert record["status"] == "completed", record["error"]
-    report = json.loads(report_file.read_text())
+    report = json.loads(record["answer"]["text"])
     assert report["model_without_token"] == 401
     assert "OPENROUTER_API_KEY" not in report["env"] and "DAC_MCP_URL" in report["env"]
     assert "OPENAI_API_KEY" in report["env"]  # the unit's token, under the name any OpenAI client reads
@@ -144,16 +150,14 @@ def test_scripted_agent_whose_stdout_is_its_answer(tmp_path, scripted_model, ext
 
 
 def test_scripted_agent_that_hangs_is_killed_at_its_deadline_with_its_children(tmp_path, scripted_model, external):
-    child_pid = tmp_path / "child.pid"
-    hang = f"sleep 300 & echo $! > {child_pid}; sleep 300"
-    name = define(external, "test_scripted_hang", ["sh", "-c", hang])
+    marker = f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"  # a sleep no other process runs
+    name = define(external, "test_scripted_hang", ["sh", "-c", f"sleep {marker} & sleep {marker}"])
     model = scripted_model(lambda request, context: pytest.fail("no model"))
     record, _, _ = run_task(tmp_path, model, factoid(), name, budgets={"wall_time_s": 1.5})
 
     assert record["status"] == "time_limit", record["error"]
-    assert record["latency_s"] < 10  # killed at 1.5 s, not after its 300 s
-    pid = int(child_pid.read_text())
-    assert not _alive(pid), f"the agent's child {pid} outlived the deadline"
+    assert record["model_calls"] == 0 and "killed with everything it started" in record["error"]
+    assert processes_with(marker) == [], "the agent's child outlived the deadline"
 
 
 def test_scripted_agent_killed_with_signal_9_is_that_units_error_and_the_run_goes_on(
@@ -192,15 +196,6 @@ def test_external_systems_file_defines_systems_and_a_wrong_field_is_named(tmp_pa
         load_external_systems(unknown)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
-    return status not in ("Z", "X")
-
-
 # A scripted agent that starts the unit's tools as a stdio MCP server (DAC_MCP_STDIO), as agents configured
 # with a command rather than a URL do.
 STDIO_AGENT = textwrap.dedent(
@@ -227,9 +222,8 @@ STDIO_AGENT = textwrap.dedent(
 
 
 def test_scripted_agent_reaches_the_same_tools_over_stdio(tmp_path, scripted_model, external):
-    script = tmp_path / "stdio_agent.py"
-    script.write_text(STDIO_AGENT)
-    name = define(external, "test_scripted_stdio", ["{python}", str(script)])
+    folder = agent_folder(tmp_path, **{"stdio_agent.py": STDIO_AGENT})
+    name = define(external, "test_scripted_stdio", ["{python}", "{agent_dir}/stdio_agent.py"], agent_dir=folder)
     model = scripted_model(lambda request, context: pytest.fail("this agent asks no model"))
     record, trace, _ = run_task(tmp_path, model, factoid(), name)
 
@@ -254,27 +248,24 @@ def test_stopping_the_run_kills_a_running_agent_and_its_children(tmp_path):
     """Ctrl-C of `compare` while an external agent runs: the run stops at once and no process of the agent survives."""
     import signal
 
-    child_pid = tmp_path / "child.pid"
+    marker = f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"
     agents = tmp_path / "agents.yaml"
-    hang = f"sleep 300 & echo $! > {child_pid}; sleep 300"
+    hang = f"sleep {marker} & sleep {marker}"
     agents.write_text(f"systems:\n  test_cli_hang:\n    command: [sh, -c, {json.dumps(hang)}]\n")
     flags = ("--plugin", str(agents), "--systems", "test_cli_hang", "--models", "local", "--limit", "1")
     run = subprocess.Popen(
         compare_command(*flags, "--out", str(tmp_path / "run")), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     deadline = time.monotonic() + 120
-    while not child_pid.exists() or not child_pid.read_text().strip():
+    while len(processes_with(marker)) < 2:
         assert time.monotonic() < deadline and run.poll() is None, run.communicate()
         time.sleep(0.2)
     run.send_signal(signal.SIGINT)
-    stopped = time.monotonic()
     run.communicate(timeout=60)
-    assert time.monotonic() - stopped < 30
-    pid = int(child_pid.read_text())
-    gone_by = time.monotonic() + 10  # the watcher acts when it reads the end of its pipe, a moment after the exit
-    while _alive(pid) and time.monotonic() < gone_by:
+    gone_by = time.monotonic() + 10  # the sandbox dies with bwrap's parent, a moment after the exit
+    while processes_with(marker) and time.monotonic() < gone_by:
         time.sleep(0.1)
-    assert not _alive(pid), f"the agent's child {pid} outlived the run"
+    assert processes_with(marker) == [], "the agent's processes outlived the run"
 
 
 def test_gateway_reply_to_an_agent_killed_during_its_model_call_prints_no_traceback(capfd):
@@ -308,9 +299,8 @@ def test_gateway_reply_to_an_agent_killed_during_its_model_call_prints_no_traceb
 def test_scripted_agent_stopped_by_the_step_budget_ends_with_its_status(tmp_path, scripted_model, external):
     """The gateway refuses the agent's model call past the budget (HTTP 402); the agent fails on it, and the unit
     ends max_steps, as a built-in system's would, not error."""
-    script = tmp_path / "agent.py"
-    script.write_text(SCRIPTED_AGENT)
-    name = define(external, "test_scripted_budget", ["{python}", str(script)])
+    folder = agent_folder(tmp_path, **{"agent.py": SCRIPTED_AGENT})
+    name = define(external, "test_scripted_budget", ["{python}", "{agent_dir}/agent.py"], agent_dir=folder)
     model = scripted_model(lambda request, context: tool_call_message("execute_sql", {"sql": "SELECT 1"}))
     record, trace, _ = run_task(tmp_path, model, factoid(), name, budgets={"max_steps": 2})
 
@@ -340,9 +330,8 @@ ASKS_FOR_ITS_OWN_SAMPLING = textwrap.dedent(
 def test_scripted_agent_asking_for_its_own_sampling_gets_the_runs_settings_and_the_record_says_both(
     tmp_path, scripted_model, external
 ):
-    script = tmp_path / "agent.py"
-    script.write_text(ASKS_FOR_ITS_OWN_SAMPLING)
-    name = define(external, "test_scripted_own_sampling", ["{python}", str(script)])
+    folder = agent_folder(tmp_path, **{"agent.py": ASKS_FOR_ITS_OWN_SAMPLING})
+    name = define(external, "test_scripted_own_sampling", ["{python}", "{agent_dir}/agent.py"], agent_dir=folder)
     seen = []
 
     def reply(request, context):
