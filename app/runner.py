@@ -61,8 +61,8 @@ from ..core.trace import utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
-from ..systems.agent_sandbox import agent_limits, agent_sandbox_mode, agent_sandbox_problem
 from ..tools import prepare_tools
+from ..tools.agent_sandbox import agent_limits, agent_sandbox_mode, agent_sandbox_problem
 from ..tools.python_sandbox import sandbox_memory_budget, sandbox_mode
 from .config import (
     ConfigError,

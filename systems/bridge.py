@@ -109,7 +109,13 @@ def unshadow_third_party_packages() -> None:
     `python -m ...` run from it puts the working directory first) they shadow third-party top-level
     packages of the same name — LlamaIndex's agents import `workflows` (llama-index-workflows)."""
     root = Path(__file__).resolve().parents[1]
-    sys.path[:] = [entry for entry in sys.path if Path(entry or os.getcwd()).resolve() != root]
+    sys.path[:] = [entry for entry in sys.path if not _a_checkout(Path(entry or os.getcwd()).resolve(), root)]
+
+
+def _a_checkout(folder: Path, root: Path) -> bool:
+    """This package's folder, or another copy of the suite's checkout: a Ray actor imports the package from the
+    copy Ray shipped while the driver's working directory, the checkout, is on its path too."""
+    return folder == root or ((folder / "workflows" / "tool_use.py").is_file() and (folder / "core").is_dir())
 
 
 offline_environment()  # at import: `compare systems` imports this module before any framework is imported

@@ -190,7 +190,7 @@ def _build(requirements: Requirements, folder: Path, place: Path) -> dict[str, d
 
 def _run_build(requirements: Requirements, folder: Path, place: Path) -> dict[str, str]:
     """The build command in an agent's sandbox: the folder being built shown (writable) where it will be."""
-    from .agent_sandbox import AgentSandboxError, run_build
+    from ..tools.agent_sandbox import AgentSandboxError, run_build
 
     output = folder / "build"
     output.mkdir()

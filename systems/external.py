@@ -31,6 +31,7 @@ killed, or reaches a limit of its sandbox) makes the unit `error`, saying why.
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import tempfile
@@ -43,10 +44,11 @@ from urllib.parse import urlsplit, urlunsplit
 from ..core import Answer, RunContext, System, Task, ToolSettings, register_system
 from ..core.context import Endpoint
 from ..core.system import SystemSetup
-from .agent_network import agent_network
-from .agent_sandbox import (
+from ..tools.agent_network import agent_network
+from ..tools.agent_sandbox import (
     GATEWAY_PORT,
     MCP_PORT,
+    RUN_FOLDER,
     SCRATCH,
     AgentBox,
     AgentOutcome,
@@ -54,9 +56,8 @@ from .agent_sandbox import (
     agent_limits,
     agent_sandbox_mode,
     agent_sandbox_problem,
-    bridge_command,
+    interpreter,
     run_in_sandbox,
-    suite_files,
 )
 from .bridge import FRAMEWORK_SYSTEM, AgentSession
 from .environments import BuiltEnvironment, EnvironmentBuildError, Requirements, ensure_environment
@@ -66,6 +67,8 @@ from .unsandboxed_agent import run_unsandboxed
 QUESTION_FILE = "question.md"
 SYSTEM_PROMPT_FILE = "system_prompt.md"  # the tool-use workflow's system prompt, as every framework adapter has it
 HOST_UNIT_FILE = ".mcp-unit.json"  # unsandboxed only: the stdio bridge's address, in the scratch folder
+STDIO_BRIDGE = f"{RUN_FOLDER}/mcp_stdio.py"  # in the sandbox: the bridge (systems/mcp_stdio.py) and its unit file
+UNIT_FILE = f"{RUN_FOLDER}/unit.json"
 TEMPLATE_FIELDS = (
     "question_file",
     "mcp_url",
@@ -301,6 +304,17 @@ class ExternalSystem(System):
         return session.answer(outcome.stdout.strip() or None)
 
 
+def bridge_command() -> list[str]:
+    """The stdio MCP bridge's command line inside the sandbox ({mcp_stdio}): the standard library only."""
+    return [interpreter(), "-I", "-S", STDIO_BRIDGE, UNIT_FILE]
+
+
+def suite_files(url: str, token: str) -> dict[str, str | bytes]:
+    """The suite's files for an agent of a unit: the stdio bridge and its unit file."""
+    bridge = Path(__file__).with_name("mcp_stdio.py").read_bytes()
+    return {STDIO_BRIDGE: bridge, UNIT_FILE: json.dumps({"url": url, "token": token})}
+
+
 def _described(needs: Requirements | None) -> dict[str, Any] | None:
     if needs is None:
         return None
@@ -322,8 +336,6 @@ def _port(url: str) -> int:
 
 def host_stdio_command(workdir: Path, url: str, token: str) -> str:
     """The stdio bridge's command line for an agent on the host, its address in a private file."""
-    import json
-
     unit_file = workdir / HOST_UNIT_FILE
     unit_file.touch(mode=0o600)
     unit_file.write_text(json.dumps({"url": url, "token": token}), encoding="utf-8")

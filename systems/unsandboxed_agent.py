@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..core.sanitize import terminal_text
-from .agent_sandbox import OUTPUT_LIMIT, STDERR_TAIL, AgentOutcome
+from ..tools.agent_sandbox import OUTPUT_LIMIT, STDERR_TAIL, AgentOutcome
 
 _live_groups: set[int] = set()
 _live_lock = threading.Lock()

@@ -19,6 +19,7 @@ import shutil
 import socket
 import string
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -660,3 +661,32 @@ def documentation() -> str:
     """The README and every chapter of docs/, one text (the README's examples moved into docs/)."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     return "\n\n".join(page.read_text(encoding="utf-8") for page in pages)
+
+
+class LoopbackNamespace:
+    """A network namespace with only loopback, held open by a sleeping process; commands enter it."""
+
+    def __init__(self) -> None:
+        missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
+        problem = f"{' and '.join(missing)} not found" if missing else None
+        if problem is None:
+            probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True)
+            problem = None if probe.returncode == 0 else f"unshare -n failed (root needed): {probe.stderr.strip()}"
+        if problem:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"CI runs as root with unshare, nsenter and ip, yet: {problem}")
+            pytest.skip(f"no loopback-only network namespace: {problem}")
+        self.holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && exec sleep 3600"])
+        time.sleep(0.3)
+
+    def command(self, *argv: str) -> list[str]:
+        return ["nsenter", "-t", str(self.holder.pid), "-n", *argv]
+
+    def run(self, *argv: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*argv), cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env}
+        )
+
+    def close(self) -> None:
+        self.holder.kill()
+        self.holder.wait()

@@ -167,7 +167,7 @@ def _price_warnings(plan: RunPlan) -> list[str]:
 
 def _sandbox_warnings(plan: RunPlan) -> list[str]:
     """Said before the run: model-written Python will be refused, or will run without a sandbox."""
-    from ...systems.agent_sandbox import agent_sandbox_mode, agent_sandbox_problem
+    from ...tools.agent_sandbox import agent_sandbox_mode, agent_sandbox_problem
     from ...tools.python_sandbox import refusal, sandbox_mode, sandbox_problem
     from ..runner import external_systems
 

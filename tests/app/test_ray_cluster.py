@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ import pytest
 
 from data_agent_compare.core.runlog import read_run
 
-from helpers import FIXTURES, ROOT, compare_command, quiz_questions, write_quiz_run
+from helpers import FIXTURES, ROOT, LoopbackNamespace, compare_command, quiz_questions, write_quiz_run
 
 TASKS = 40
 HEAD_PORT = 6391
@@ -51,54 +50,38 @@ def quiz(tmp_path: Path, tasks: int, concurrency: int) -> Path:
     return write_quiz_run(tmp_path, quiz_questions(tasks), settings)["config"]
 
 
-class Namespace:
-    """A network namespace with only loopback, held open by a sleeping process; commands enter it."""
-
-    def __init__(self) -> None:
-        missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
-        problem = f"{' and '.join(missing)} not found" if missing else None
-        if problem is None:
-            probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True)
-            problem = None if probe.returncode == 0 else f"unshare -n failed (root needed): {probe.stderr.strip()}"
-        if problem:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"CI runs as root with unshare, nsenter and ip, yet: {problem}")
-            pytest.skip(f"no loopback-only network namespace for Ray: {problem}")
-        self.holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && exec sleep 3600"])
-        time.sleep(0.3)
-
-    def command(self, *argv: str) -> list[str]:
-        return ["nsenter", "-t", str(self.holder.pid), "-n", *argv]
-
-    def run(self, *argv: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*argv), cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env}
-        )
-
-    def close(self) -> None:
-        self.holder.kill()
-        self.holder.wait()
-
-
 def ray_cli(*flags: str) -> list[str]:
     return [str(Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "ray"), *flags]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Namespace]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackNamespace]:
     """Two Ray nodes of 2 CPUs each in one loopback-only namespace; stopped (both) at the end."""
-    namespace = Namespace()
+    namespace = LoopbackNamespace()
     temp = tmp_path_factory.mktemp("ray")
     try:
         head = namespace.run(
-            *ray_cli("start", "--head", f"--port={HEAD_PORT}", "--num-cpus=2", "--node-ip-address=127.0.0.1",
-                     "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"),
+            *ray_cli(
+                "start",
+                "--head",
+                f"--port={HEAD_PORT}",
+                "--num-cpus=2",
+                "--node-ip-address=127.0.0.1",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                f"--temp-dir={temp}",
+            ),
             **RAY_ENV,
         )
         assert head.returncode == 0, head.stdout + head.stderr
         second = namespace.run(
-            *ray_cli("start", f"--address=127.0.0.1:{HEAD_PORT}", "--num-cpus=2",
-                     f"--node-ip-address={SECOND_NODE_IP}", "--disable-usage-stats"),
+            *ray_cli(
+                "start",
+                f"--address=127.0.0.1:{HEAD_PORT}",
+                "--num-cpus=2",
+                f"--node-ip-address={SECOND_NODE_IP}",
+                "--disable-usage-stats",
+            ),
             **RAY_ENV,
         )
         assert second.returncode == 0, second.stdout + second.stderr
@@ -136,7 +119,9 @@ def wait_for_records(run_dir: Path, count: int, process: subprocess.Popen[str], 
 
 
 @pytest.mark.slow  # a two-node Ray cluster and one run: ~1-2 minutes
-def test_a_node_killed_mid_run_costs_only_its_units_in_flight_scripted(cluster: Namespace, tmp_path: Path) -> None:
+def test_a_node_killed_mid_run_costs_only_its_units_in_flight_scripted(
+    cluster: LoopbackNamespace, tmp_path: Path
+) -> None:
     config, out = quiz(tmp_path, tasks=TASKS, concurrency=4), tmp_path / "killed"
     env = {**os.environ, "MODEL_DELAY_S": "0.5"}  # 1 s a unit: 4 at a time, 20 s of work; the kill at 12
     command = cluster.command(*compare_command("--config", str(config), "--out", str(out)))
@@ -164,14 +149,15 @@ def test_a_node_killed_mid_run_costs_only_its_units_in_flight_scripted(cluster: 
     assert "running units on 2 of 4 actors; 2 wait for resources" in stderr, stderr
 
 
-def lose_second_node(cluster: Namespace) -> None:
+def lose_second_node(cluster: LoopbackNamespace) -> None:
     """The cluster without its second node (if a test before did not already kill it): 2 CPUs left."""
     with contextlib.suppress(AssertionError):
         os.kill(second_raylet(), signal.SIGKILL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         probe = cluster.run(
-            str(ROOT / ".venv" / "bin" / "python"), "-c",
+            str(ROOT / ".venv" / "bin" / "python"),
+            "-c",
             f"import ray; ray.init(address='127.0.0.1:{HEAD_PORT}', log_to_driver=False); "
             "print(int(ray.cluster_resources().get('CPU', 0)))",
             **RAY_ENV,
@@ -184,15 +170,19 @@ def lose_second_node(cluster: Namespace) -> None:
 
 @pytest.mark.slow  # a run stopped, then resumed on 2 CPUs with 4 actors asked: ~1-2 minutes
 def test_a_resume_with_more_actors_than_cpus_runs_at_the_pace_of_those_it_has_and_says_so_scripted(
-    cluster: Namespace, tmp_path: Path
+    cluster: LoopbackNamespace, tmp_path: Path
 ) -> None:
     lose_second_node(cluster)
     config, out = quiz(tmp_path, tasks=20, concurrency=4), tmp_path / "resumed"
     env = {**os.environ, "MODEL_DELAY_S": "0.5"}
     flags = ("--config", str(config), "--out", str(out))
     first = subprocess.Popen(
-        cluster.command(*compare_command(*flags)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env,
+        cluster.command(*compare_command(*flags)),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     said: list[str] = []  # the first run's stderr, read as it comes: the capacity is said once it held 2 s
     reader = threading.Thread(target=lambda: said.extend(first.stderr), daemon=True)  # type: ignore[arg-type]
@@ -259,9 +249,24 @@ def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_a
     calls = lost_calls(journal, start, ("T1", "tool_use", "m", 1), "kept")
     assert {call.attempt for call in calls} == {"lost"}
     record = ResultRecord.model_validate(
-        {"task_id": "T1", "benchmark": "b", "system": "tool_use", "model": "m", "epoch": 1, "question_type": "factoid",
-         "status": "completed", "answer": {}, "scores": {}, "usage": paid.model_dump(), "latency_s": 1.0,
-         "latency_by_phase": {}, "model_calls": 1, "attempt": "kept", "tool_calls": [], "trace_file": "t.json"}
+        {
+            "task_id": "T1",
+            "benchmark": "b",
+            "system": "tool_use",
+            "model": "m",
+            "epoch": 1,
+            "question_type": "factoid",
+            "status": "completed",
+            "answer": {},
+            "scores": {},
+            "usage": paid.model_dump(),
+            "latency_s": 1.0,
+            "latency_by_phase": {},
+            "model_calls": 1,
+            "attempt": "kept",
+            "tool_calls": [],
+            "trace_file": "t.json",
+        }
     )
     keep_lost_spend(record, calls, losses=2)  # the unit lost two actors; the second loss journaled nothing
     assert record.retried_attempts == ["lost", "lost-2"]
@@ -270,7 +275,9 @@ def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_a
 
 
 @pytest.mark.slow  # joins the test cluster: ~15 s
-def test_a_node_that_cannot_see_the_data_is_named_with_the_path_scripted(cluster: Namespace, tmp_path: Path) -> None:
+def test_a_node_that_cannot_see_the_data_is_named_with_the_path_scripted(
+    cluster: LoopbackNamespace, tmp_path: Path
+) -> None:
     missing = tmp_path / "not-on-any-node.sqlite"
     probe = (
         "import sys; from data_agent_compare.app.ray_executor import ray, check_nodes_see; "

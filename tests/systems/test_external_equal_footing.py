@@ -34,7 +34,7 @@ def respond(request, context):
 
 
 register_provider("scripted")(lambda: ScriptedProvider(respond))
-external_system("test_scripted_footing_agent", ["{python}", str(Path(__file__).with_name("agent.py"))])
+external_system("test_scripted_footing_agent", ["{python}", "{agent_dir}/agent.py"], agent_dir=Path(__file__).parent)
 '''
 
 # The external agent: a model call through the gateway, the tool it names over MCP, until `answer`.
@@ -75,6 +75,7 @@ asyncio.run(main())
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Path:
+    tmp_path.chmod(0o755)  # the agent's folder: its sandbox's uid reads agent.py there
     (tmp_path / "plugin.py").write_text(textwrap.dedent(PLUGIN).lstrip())
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "models.yaml").write_text("models:\n  scripted: {provider: scripted, model_id: v1}\n")

@@ -14,7 +14,7 @@ Built with bubblewrap on the mechanics the Python sandbox uses (tools/bubblewrap
   task folder, gold, validator, run directory, suite source, home, other unit's scratch folder or host `/tmp`.
   Its question, system prompt and the MCP stdio bridge are copied into it.
 - **Network**: only its two endpoints, the unit's model gateway at 127.0.0.1:GATEWAY_PORT and the unit's MCP
-  tools at 127.0.0.1:MCP_PORT, relayed by the suite (systems/agent_network.py); nothing else on the host or
+  tools at 127.0.0.1:MCP_PORT, relayed by the suite (tools/agent_network.py); nothing else on the host or
   beyond is reachable.
 - **Limits**: a memory cgroup (`memory_mb`, all its processes together), a pids cgroup (`processes`), a CPU
   cgroup (`cpus` cores), RLIMIT_CPU (its wall time), RLIMIT_FSIZE (`file_size_mb`), and the unit's wall time.
@@ -49,17 +49,15 @@ from typing import IO, Any, Literal
 
 from ..core.sanitize import terminal_text
 from ..core.tool import ToolSettings
-from ..tools import bubblewrap
-from ..tools.process_cgroups import ProcessCgroups, process_cgroups
-from ..tools.process_cgroups import available as cgroup_limits_available
-from ..tools.sandbox_memory import SandboxCgroup, memory_mode, sandbox_cgroup
-from ..tools.seccomp import SeccompUnavailable, seccomp_program
+from . import bubblewrap
+from .process_cgroups import ProcessCgroups, process_cgroups
+from .process_cgroups import available as cgroup_limits_available
+from .sandbox_memory import SandboxCgroup, memory_mode, sandbox_cgroup
+from .seccomp import SeccompUnavailable, seccomp_program
 
 SCRATCH = "/scratch"
-RUN_FOLDER = "/run/dac"  # the suite's files for the agent: launcher, stdio bridge, unit file
+RUN_FOLDER = "/run/dac"  # the suite's files for the agent: the launcher (and the stdio bridge, systems/external.py)
 LAUNCHER = f"{RUN_FOLDER}/launch.py"
-STDIO_BRIDGE = f"{RUN_FOLDER}/mcp_stdio.py"
-UNIT_FILE = f"{RUN_FOLDER}/unit.json"
 GATEWAY_PORT = 8000  # in the sandbox's own network namespace: any port is free there
 MCP_PORT = 8001
 AGENT_UID_BASE = 1_890_000_000  # far above any account; one uid per unit in flight (root only)
@@ -134,7 +132,7 @@ class AgentOutcome:
     @property
     def failure(self) -> str | None:
         """Why the process failed (a non-zero status, a signal, a limit), or None when it exited cleanly."""
-        if self.timed_out or (self.returncode == 0 and self.limit is None):
+        if self.timed_out or self.returncode == 0:  # an agent that met a limit and went on did not fail
             return None
         code = self.returncode or 0
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
@@ -161,7 +159,7 @@ def agent_sandbox_problem() -> str | None:
         seccomp_program()
     except SeccompUnavailable as unavailable:
         return str(unavailable)
-    probe = AgentBox(argv=[_interpreter(), "-I", "-S", "-c", "print('ok')"], env={"PATH": bubblewrap.SANDBOX_PATH})
+    probe = AgentBox(argv=[interpreter(), "-I", "-S", "-c", "print('ok')"], env={"PATH": bubblewrap.SANDBOX_PATH})
     try:
         outcome = run_in_sandbox(probe, AgentLimits(), timeout_s=30.0, serve=None)
     except (OSError, AgentSandboxError) as failed:
@@ -172,24 +170,11 @@ def agent_sandbox_problem() -> str | None:
     return f"bwrap failed: {detail}"
 
 
-def _interpreter() -> str:
+def interpreter() -> str:
     """The base interpreter of the suite's Python (visible in every sandbox): it runs the launcher and the bridge."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidate = Path(sys.base_prefix) / "bin" / version
     return str(candidate if candidate.exists() else Path(sys.executable).resolve())
-
-
-def bridge_command() -> list[str]:
-    """The stdio MCP bridge's command line inside the sandbox ({mcp_stdio})."""
-    return [_interpreter(), "-I", "-S", STDIO_BRIDGE, UNIT_FILE]
-
-
-def suite_files(url: str, token: str) -> dict[str, str | bytes]:
-    """The suite's files for an agent of a unit: the stdio bridge and its unit file."""
-    return {
-        STDIO_BRIDGE: (HERE / "mcp_stdio.py").read_bytes(),
-        UNIT_FILE: json.dumps({"url": url, "token": token}),
-    }
 
 
 def agent_sandbox_mode(settings: ToolSettings) -> AgentSandboxMode:
@@ -201,6 +186,7 @@ def agent_sandbox_mode(settings: ToolSettings) -> AgentSandboxMode:
 
 
 def agent_limits(settings: ToolSettings) -> AgentLimits:
+    """The run's limits of each agent (`tools.agent_*`)."""
     return AgentLimits(
         memory_mb=settings.agent_memory_mb,
         processes=settings.agent_processes,
@@ -218,7 +204,7 @@ def run_in_sandbox(box: AgentBox, limits: AgentLimits, timeout_s: float, serve: 
     The listening sockets of `box.ports` (in the sandbox's network namespace) are given to `serve` while it runs."""
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        uid = stack.enter_context(_agent_uid())
+        uid = stack.enter_context(agent_uid())
         _check_shown(box, uid)
         memory = stack.enter_context(sandbox_cgroup(limits.memory_mb << 20))
         processes = stack.enter_context(process_cgroups(limits.processes, limits.cpus))
@@ -262,7 +248,7 @@ def _start(
     seccomp = bubblewrap.anonymous_file(stack, seccomp_program(single_process=False))
     options = _options(box, limits, {path: file.fileno() for path, file in files.items()}, info, seccomp)
     args = bubblewrap.anonymous_file(stack, b"".join(option.encode() + b"\0" for option in options))
-    program = [*bubblewrap.drop_to_user(uid), _interpreter(), "-I", "-S", LAUNCHER, str(config_file.fileno())]
+    program = [*bubblewrap.drop_to_user(uid), interpreter(), "-I", "-S", LAUNCHER, str(config_file.fileno())]
     joins = [*([memory.procs] if memory else []), *processes.procs]
     launch = ["/bin/sh", "-c", bubblewrap.JOIN_CGROUPS, "sh", *map(str, joins), "--"] if joins else []
     fds = [channel.fileno(), config_file.fileno(), info.fileno(), seccomp.fileno(), args.fileno()]
@@ -426,7 +412,7 @@ def _read(stream: IO[bytes], limit: int) -> str:
 
 
 @contextlib.contextmanager
-def _agent_uid() -> Iterator[int]:
+def agent_uid() -> Iterator[int]:
     """A uid no other unit on this machine holds now (root), locked until the unit ends; 65534 otherwise."""
     if not bubblewrap.privileged():
         yield bubblewrap.NOBODY
