@@ -59,7 +59,7 @@ wait_for() {  # NAME: wait for the job, saying what every running job does every
 
 # ---- Debian packages, started first (they take longest to download): the PostgreSQL server
 # (DataAgentBench's PostgreSQL databases are restored into a throw-away local server at run time),
-# bubblewrap (the sandbox of model-written Python) and chromium (the headless browser the report test
+# bubblewrap (the sandbox of model-written Python and of external agents), golang-go (the shipped Go agent) and chromium (the headless browser the report test
 # opens report.html in; Playwright's own download does not work here).
 packages=()
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -71,6 +71,9 @@ fi
 if ! command -v chromium >/dev/null 2>&1; then
   packages+=(chromium)
 fi
+if ! command -v go >/dev/null 2>&1; then
+  packages+=(golang-go)  # the shipped Go agent (go_mcp_agent) is built with it, once, in its sandbox
+fi
 apt_log=$(mktemp -t setup-apt.XXXXXX.log)
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -81,6 +84,7 @@ if [ ${#packages[@]} -gt 0 ]; then
         postgresql) echo "setup: note: no PostgreSQL server found; DAB tasks with PostgreSQL need 'apt-get install postgresql' or --postgres-url" >&2 ;;
         bubblewrap) echo "setup: note: bubblewrap (bwrap) not found; execute_python refuses to run without it: 'apt-get install bubblewrap' (or pass --unsafe-python)" >&2 ;;
         chromium) echo "setup: note: chromium not found; the browser test of report.html skips without it: 'apt-get install chromium'" >&2 ;;
+        golang-go) echo "setup: note: go not found; the shipped Go agent cannot be built: 'apt-get install golang-go'" >&2 ;;
       esac
     done
   fi

@@ -157,6 +157,10 @@ def load_run_config(config_file: Path | None, overrides: dict[str, Any]) -> RunC
     settings = named_systems(read_yaml(shipped="defaults.yaml"), source)
     user = named_systems(read_yaml(config_file), str(config_file)) if config_file is not None else {}
     flags = named_systems({k: v for k, v in overrides.items() if v is not None}, "the flags")
+    if user.get("plugins"):
+        user["plugins"] = absolute_plugins(user["plugins"], config_file.parent if config_file else Path.cwd())
+    if flags.get("plugins"):
+        flags["plugins"] = absolute_plugins(flags["plugins"], Path.cwd())
     load_plugins(flags.get("plugins", user.get("plugins", settings.get("plugins"))) or [])
     benchmark = flags.get("benchmark", user.get("benchmark", settings.get("benchmark")))
     settings = merge(settings, named_systems(benchmark_harness(benchmark), f"the {benchmark} harness"))
@@ -169,6 +173,24 @@ def load_run_config(config_file: Path | None, overrides: dict[str, Any]) -> RunC
     except ValidationError as invalid:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in invalid.errors())
         raise ConfigError(f"invalid configuration (from {source} and flags): {problems}") from invalid
+
+
+PLUGIN_FILES = (".py", ".yaml", ".yml")
+
+
+def absolute_plugins(plugins: Any, base: Path) -> Any:
+    """Plugin files as absolute paths, so that `resume`, `replay` and `rescore` find them from any folder (the
+    manifest records them so): a config file's relative to its folder (else the working one, as before), a
+    flag's relative to the working folder. Module names stay as they are."""
+    if not isinstance(plugins, list):
+        return plugins  # RunConfig refuses it, naming the field
+    resolved = []
+    for plugin in plugins:
+        if isinstance(plugin, str) and plugin.endswith(PLUGIN_FILES) and not Path(plugin).is_absolute():
+            near = (base / plugin).resolve()
+            plugin = str(near if near.exists() or not Path(plugin).exists() else Path(plugin).resolve())
+        resolved.append(plugin)
+    return resolved
 
 
 def named_systems(layer: dict[str, Any], source: str) -> dict[str, Any]:

@@ -315,6 +315,8 @@ def _options(
     options = [*bubblewrap.isolation_options(), "--perms", "1777", "--size", str(limits.scratch_mb << 20)]
     options += ["--tmpfs", "/tmp", *bubblewrap.mount_options(mounts)]
     options += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", RUN_FOLDER]
+    for parent in bubblewrap.parent_folders(mounts, box.writable.values()):  # bwrap would make them 0700
+        options += ["--perms", "0755", "--dir", str(parent)]
     for folder, shown in box.writable.items():
         options += ["--bind", str(folder), str(shown)]
     options += ["--perms", "0755", "--dir", "/etc/ssl"]  # bwrap makes the folders of a destination 0700

@@ -1,5 +1,5 @@
-"""Agents shipped with the suite as external systems (`systems/external.py`): each runs unchanged in an
-environment of its own, reaches the task's tools over MCP and the model through the metered gateway, and
+"""Agents shipped with the suite as external systems (`systems/external.py`): each runs unchanged in a sandbox
+and an environment of its own, reaches the task's tools over MCP and the model through the metered gateway, and
 is listed by `compare systems` like every system. They prove that nothing here is adapter- or
 Python-specific; docs/bring-your-own-agent.md explains how to bring your own.
 """
@@ -52,3 +52,13 @@ class TypeScriptMcpAgent(ExternalSystem):
     agent_files = ("agent.ts",)
     command = ("{node_modules}/.bin/tsx", "{workdir}/agent.ts")
     requirements = Requirements(node=("@modelcontextprotocol/sdk@1.32.2", "openai@7.59.0", "tsx@4.23.15"))
+
+
+class GoMcpAgent(ExternalSystem):
+    """A tool-calling loop in Go (standard library only), built once by the suite with `go build`."""
+
+    name = "go_mcp_agent"
+    agent_dir = HERE / "go"
+    # cgo off: a static binary needs no C compiler; -trimpath: no build folder in it
+    build = "CGO_ENABLED=0 go build -trimpath -o {build_dir}/agent ."
+    command = ("{build_dir}/agent",)

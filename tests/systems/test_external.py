@@ -345,3 +345,30 @@ def test_scripted_agent_asking_for_its_own_sampling_gets_the_runs_settings_and_t
     assert seen == [(0.3, 123)]  # the gateway sent the run's settings, not the agent's 0.9 / 77
     assert record["generation_asked"]["temperature"] == {"0.9": 1}
     assert record["generation_sent"]["temperature"] == {"0.3": 1}
+
+
+@pytest.mark.slow  # three `compare` processes, each loading the embedded model
+def test_a_relative_plugin_and_agent_dir_work_from_another_folder_and_are_recorded_absolute(tmp_path):
+    """`--plugin agents.yaml` given relative to the working folder, the agent's folder relative to that file:
+    the run works, the manifest records both absolute, and `resume` and `rescore` find them from elsewhere."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "agents").mkdir(parents=True)
+    elsewhere.mkdir()
+    for folder in (tmp_path, project, project / "agents"):
+        folder.chmod(0o755)
+    (project / "agents" / "answer.sh").write_text("echo 50\n")
+    (project / "agents.yaml").write_text(
+        'systems:\n  test_relative_agent:\n    command: [sh, "{agent_dir}/answer.sh"]\n    agent_dir: agents\n'
+    )
+    flags = ("--plugin", "agents.yaml", "--systems", "test_relative_agent", "--models", "local", "--limit", "1")
+    done = subprocess.run(
+        compare_command(*flags, "--out", "run"), cwd=project, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((project / "run" / "manifest.json").read_text())
+    assert manifest["config"]["plugins"] == [str(project / "agents.yaml")]
+    (record,) = read_records(project / "run")
+    assert record.status == "completed" and record.answer["text"] == "50", record.error
+    for verb in (["resume", str(project / "run")], ["rescore", str(project / "run"), "--out", str(tmp_path / "re")]):
+        again = subprocess.run(compare_command(*verb), cwd=elsewhere, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr

@@ -5,6 +5,7 @@ calls the MCP tools, both in the unit's trace."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import deque
 from typing import Any
@@ -49,11 +50,15 @@ def factoid():
 
 @pytest.mark.slow  # builds each agent's environment once (uv / npm from the registry), then cached
 @pytest.mark.parametrize(
-    "system", ["smolagents_code", "openai_agents_sdk", "pydantic_ai_agent", "typescript_mcp_agent"]
+    "system", ["smolagents_code", "openai_agents_sdk", "pydantic_ai_agent", "typescript_mcp_agent", "go_mcp_agent"]
 )
 def test_scripted_model_drives_each_shipped_agent_through_gateway_and_mcp_tools(tmp_path, scripted_model, system):
     if system == "typescript_mcp_agent" and shutil.which("npm") is None:
         pytest.skip("no node/npm on this machine")
+    if system == "go_mcp_agent" and shutil.which("go") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI installs golang-go (setup.sh), yet go is not on PATH")
+        pytest.skip("no Go toolchain on this machine (apt-get install golang-go)")
     script = Script(CODE_REPLIES if system == "smolagents_code" else TOOL_REPLIES)
     with no_network() as attempts:
         record, trace, manifest = run_task(tmp_path, scripted_model(script), factoid(), system)
@@ -73,7 +78,7 @@ def test_scripted_model_drives_each_shipped_agent_through_gateway_and_mcp_tools(
 
 
 def test_shipped_agents_declare_their_environments():
-    for system in ("smolagents_code", "openai_agents_sdk", "pydantic_ai_agent", "typescript_mcp_agent"):
+    for system in ("smolagents_code", "openai_agents_sdk", "pydantic_ai_agent", "typescript_mcp_agent", "go_mcp_agent"):
         cls = type(create_system(system))
-        assert cls.kind == "external" and cls.requirements is not None
+        assert cls.kind == "external" and (cls.requirements is not None or cls.build is not None)
         assert cls.agent_dir is not None and cls.agent_dir.is_dir()

@@ -1,0 +1,3 @@
+module dac/goagent
+
+go 1.19
