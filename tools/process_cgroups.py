@@ -15,6 +15,7 @@ writable, not delegated) its limit is None, and the caller says so (RLIMIT_NPROC
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import time
@@ -55,14 +56,13 @@ def _own_folder(controller: str) -> Path | None:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
-    files = {"pids": "pids.max", "cpu": "cpu.cfs_quota_us"}
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controller in controllers.split(","):
             folder = CGROUP_ROOT / controller / path.lstrip("/")
             if not folder.is_dir():
                 folder = CGROUP_ROOT / ",".join(sorted(controllers.split(","))) / path.lstrip("/")
-            if folder.is_dir() and os.access(folder, os.W_OK) and _has_limit_file(folder, files[controller]):
+            if folder.is_dir() and os.access(folder, os.W_OK):
                 return folder
     for line in lines:
         if line.startswith("0::"):
@@ -74,11 +74,6 @@ def _own_folder(controller: str) -> Path | None:
     return None
 
 
-def _has_limit_file(folder: Path, name: str) -> bool:
-    """A child of `folder` will have `name`: the root of a v1 hierarchy has no pids.max of its own."""
-    return (folder / name).exists() or (folder / "cgroup.procs").exists()
-
-
 def available() -> dict[str, bool]:
     """Which of the two limits this process can set (for the manifest and the docs)."""
     return {"pids": _own_folder("pids") is not None, "cpu": _own_folder("cpu") is not None}
@@ -87,6 +82,7 @@ def available() -> dict[str, bool]:
 @contextlib.contextmanager
 def process_cgroups(pids_max: int, cpus: float | None) -> Iterator[ProcessCgroups]:
     """New pids and CPU cgroups for one sandbox, removed afterwards once their processes are gone."""
+    _sweep_once()
     made = ProcessCgroups()
     folders: list[Path] = []
     try:
@@ -146,6 +142,11 @@ def _remove(folder: Path) -> None:
                     with contextlib.suppress(ProcessLookupError, ValueError):
                         os.kill(int(pid), 9)
             time.sleep(0.01)
+
+
+@functools.cache
+def _sweep_once() -> None:
+    sweep_stale()
 
 
 def sweep_stale() -> None:

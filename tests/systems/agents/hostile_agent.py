@@ -41,11 +41,21 @@ def connect(port):
         return f"refused: {refused.strerror or refused}"
 
 
+def secrets(pid):
+    """The keys and tokens in a process's environment, as an attacker would harvest them."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            entries = file.read().decode("utf-8", "replace").split("\0")
+    except OSError as refused:
+        return f"refused: {refused.strerror}"
+    return [entry for entry in entries if "KEY=" in entry or "TOKEN=" in entry]
+
+
 def processes():
     seen = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            seen[name] = {"cmdline": read(f"/proc/{name}/cmdline"), "environ": read(f"/proc/{name}/environ")}
+            seen[name] = {"cmdline": read(f"/proc/{name}/cmdline"), "secrets": secrets(name)}
     return seen
 
 
