@@ -32,7 +32,9 @@ killed, or reaches a limit of its sandbox) makes the unit `error`, saying why.
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import string
 import sys
 import tempfile
 import threading
@@ -375,9 +377,6 @@ MAX_FORMAT_WIDTH = 4096  # a template's `{field:>N}` beyond this would build a h
 
 def _check_format(template: str, system: str, where: str) -> None:
     """Format specs are plain field names, or a short width: `{workdir:>99999999999}` would take the memory."""
-    import re
-    import string
-
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as wrong:

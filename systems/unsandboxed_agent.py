@@ -9,6 +9,7 @@ process and `setpriv --pdeathsig`). Every external row of such a run says it ran
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -111,8 +112,6 @@ def _register_exit_hook() -> None:
     register = getattr(threading, "_register_atexit", None)
     if register is not None:
         register(kill_live_groups)
-    import atexit
-
     atexit.register(kill_live_groups)
 
 
