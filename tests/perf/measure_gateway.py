@@ -41,14 +41,16 @@ def _memory_kb(pid: int, field: str) -> int:
 
 def _runner(conn: Any) -> None:
     """The child: a gateway with one session, its address sent to the parent; runs until told to stop."""
-    from data_agent_compare.core import Budgets, MeteredModel, Message, Trace, TraceRecorder
+    from data_agent_compare.core import Budgets, Message, MeteredModel, Trace, TraceRecorder
     from data_agent_compare.providers.endpoint import GatewayServer
     from data_agent_compare.providers.scripted import ScriptedProvider
 
     from helpers import SCRIPTED
 
     recorder = TraceRecorder(Trace(task_id="t", system="s", model=SCRIPTED.alias), Budgets(wall_time_s=3600))
-    model = MeteredModel(SCRIPTED, ScriptedProvider(lambda r, c: Message(role="assistant", content="42")), recorder, system="s")
+    model = MeteredModel(
+        SCRIPTED, ScriptedProvider(lambda r, c: Message(role="assistant", content="42")), recorder, system="s"
+    )
     with GatewayServer() as gateway, gateway.open_session(model) as endpoint:
         conn.send((endpoint.base_url, endpoint.api_key))
         conn.recv()
@@ -121,7 +123,10 @@ def overhead(calls: int, load: int) -> dict[str, Any]:
     burners = [multiprocessing.get_context("spawn").Process(target=_burn, daemon=True) for _ in range(load)]
     for burner in burners:
         burner.start()
-    recorder = TraceRecorder(Trace(task_id="t", system="s", model=SCRIPTED.alias), Budgets(wall_time_s=36000, max_steps=10**6, max_tokens=10**9))
+    recorder = TraceRecorder(
+        Trace(task_id="t", system="s", model=SCRIPTED.alias),
+        Budgets(wall_time_s=36000, max_steps=10**6, max_tokens=10**9),
+    )
     provider = ScriptedProvider(lambda r, c: Message(role="assistant", content="42"))
     model = MeteredModel(SCRIPTED, provider, recorder, system="s")
     recorder.start()
