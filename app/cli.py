@@ -33,6 +33,7 @@ from .commands import benchmarks, importing, models, replay, report, rescore, re
 from .commands.common import command_of
 from .commands.group import RecordedRunCommand, VerbCommand, VerbGroup
 from .commands.running import failure_causes, progress_line  # noqa: F401  (the run display's helpers, as before)
+from .terminal import sanitize_log_records
 
 VERBS = [
     ("run", run.RunOptions, run.run, VerbCommand),
@@ -68,4 +69,5 @@ app = build_app()
 
 
 def main() -> None:
+    sanitize_log_records()  # what libraries log quotes agents and servers: no escape sequence reaches the terminal
     app(prog_name="compare")

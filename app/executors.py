@@ -49,6 +49,7 @@ from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from .config import RunConfig, load_plugins
+from .terminal import sanitize_log_records
 from .units import Attempts, RunPlan, Unit, UnitResult, prepare_imports, prepare_models, run_unit, setup_provider
 
 
@@ -267,6 +268,7 @@ def _alive(pid: int) -> bool:
 def _start_worker(payload: WorkerPlan) -> None:
     global _WORKER
     _die_with(payload.run_pid)
+    sanitize_log_records()  # its stderr is the run's terminal too
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it stops the workers
     plan, loaded = payload.build()
     journal = AppendJournal(plan.run_dir / CALLS_FILE)

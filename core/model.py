@@ -51,6 +51,38 @@ class ModelRequest(BaseModel):
     max_output_tokens: int | None = None
     top_p: float | None = None
     seed: int | None = None
+    # Chat-completions fields the run does not govern, as the system (or its library) sent them: `stop`,
+    # `response_format`, a named `tool_choice`, `logprobs`, `user`, ... Passed to the provider unchanged, or
+    # refused before anything is sent by a provider that cannot take one (`ModelProvider.request_fields`).
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def asked_options(self) -> dict[str, Any]:
+        """The options that ask for something: those at their protocol default (`n: 1`, `logprobs: false`,
+        `stop: null`, ...) ask for nothing, so a request carrying only those is the request without them."""
+        return {name: value for name, value in self.options.items() if not neutral_option(name, value)}
+
+
+# Option values that are the chat-completions protocol's own defaults: sending them changes nothing.
+NEUTRAL_OPTIONS: dict[str, Any] = {
+    "n": 1,
+    "logprobs": False,
+    "parallel_tool_calls": True,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "logit_bias": {},
+}
+
+
+def neutral_option(name: str, value: Any) -> bool:
+    """Whether option `name` at `value` asks for nothing (null, or the protocol's default)."""
+    if value is None:
+        return True
+    if name not in NEUTRAL_OPTIONS:
+        return False
+    default = NEUTRAL_OPTIONS[name]
+    if isinstance(default, bool) or isinstance(value, bool):
+        return value is default
+    return bool(value == default)
 
 
 class GenerationSettings(BaseModel):
@@ -138,6 +170,7 @@ class ModelResponse(BaseModel):
     provider_model: str = ""  # the model id the provider says answered
     attempts: int = 1
     queue_s: float = 0.0  # time the call waited for the model before it ran (the local model's lock)
+    logprobs: dict[str, Any] | None = None  # the choice's log probabilities, when the request asked for them
     # A reply that arrived but cannot be used as it is (tool-call arguments that are not JSON): the retry
     # policy asks again; the last attempt's reply is kept as it is when no attempt is left.
     defect: str | None = None
@@ -196,6 +229,17 @@ class ModelError(Exception):
         self.kind = kind or ("server_error" if retryable else "error")
         self.retry_after_s = retry_after_s
         self.usage = usage  # what the provider reported (and billed) for the failed attempt, if anything
+
+
+class FieldRefused(ModelError):
+    """A request field refused before anything was sent: the run governs it, the gateway cannot answer it, or
+    the provider cannot take it. `field` is its chat-completions name (the gateway answers HTTP 400 naming it)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(
+            f"request field {field!r} refused: {reason}", status_code=400, attempts=0, kind="invalid_request"
+        )
+        self.field = field
 
 
 # Failures caused by what the system sent (`ModelError.kind`): the provider refused the request (HTTP
@@ -280,6 +324,21 @@ class ModelProvider(ABC):
     # The backend charges nothing (the embedded model runs here): an alias without a price costs $0. Any other
     # backend's call with neither a provider-reported cost nor a price costs an unknown amount, never $0.
     bills_nothing: ClassVar[bool] = False
+    # The request options (`ModelRequest.options`) the backend takes; None: every one, passed on as given (an
+    # HTTP provider: its server refuses what it cannot take). An option outside the set that asks for something
+    # is refused before anything is sent (`refused_field`); one at its protocol default asks nothing and is kept.
+    request_fields: ClassVar[frozenset[str] | None] = None
+
+    @classmethod
+    def refused_field(cls, request: ModelRequest) -> FieldRefused | None:
+        """Why this backend cannot take one of the request's options, or None when it takes them all."""
+        taken = cls.request_fields
+        if taken is None:
+            return None
+        for name in request.asked_options():
+            if name not in taken:
+                return FieldRefused(name, f"the {cls.name} provider cannot take it (it takes {_listed(taken)})")
+        return None
 
     @abstractmethod
     def complete(
@@ -297,6 +356,18 @@ class ModelProvider(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (loaded weights, HTTP pools)."""
+
+
+def _listed(fields: frozenset[str]) -> str:
+    return ", ".join(sorted(fields)) if fields else "none"
+
+
+def refused_field(provider: str, request: ModelRequest) -> FieldRefused | None:
+    """Why the registered provider `provider` cannot take one of the request's options (None: it takes them)."""
+    if not request.options or provider not in PROVIDERS:
+        return None
+    check = getattr(PROVIDERS.load(provider), "refused_field", None)  # a factory function takes every option
+    return check(request) if check is not None else None
 
 
 class CallContext(BaseModel):
@@ -390,12 +461,13 @@ class MeteredModel:
         seed: int | None = None,
         agent: str | None = None,
         via_http: bool = False,
+        options: dict[str, Any] | None = None,
     ) -> ModelResponse:
         """One model call: admitted by the budgets, retried, timed, priced, phase-labelled and traced.
-        The sampling settings sent are the run's (`generation`); what the system asked for is recorded."""
+        The sampling settings sent are the run's (`generation`); what the system asked for is recorded.
+        `options` (`ModelRequest.options`) go as they are, or the call is refused (`FieldRefused`) before it is
+        admitted when the provider cannot take one; the refusal is noted in the trace's warnings."""
         recorder = self.recorder
-        phase = recorder.phases.before_model_call(agent, [tool.name for tool in tools or []])
-        recorder.admit_model_call()
         asked = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
         asked = {name: value for name, value in asked.items() if value is not None}
         request = ModelRequest(
@@ -403,8 +475,15 @@ class MeteredModel:
             tools=tools or [],
             tool_choice=tool_choice,
             response_schema=response_schema,
+            options=options or {},
             **(asked if self.generation is None else self.generation.sent()),
         )
+        refused = refused_field(self.config.provider, request)
+        if refused is not None:
+            recorder.warn("request_field_refused", f"{self.alias}: {refused}")
+            raise refused
+        phase = recorder.phases.before_model_call(agent, [tool.name for tool in tools or []])
+        recorder.admit_model_call()
         context = CallContext(
             task_id=recorder.trace.task_id,
             system=self.system,
@@ -413,7 +492,7 @@ class MeteredModel:
             agent=agent,
             retries=self.retries,
         )
-        call = _Call(agent, utc_now(), time.perf_counter(), via_http, asked=asked or None)
+        call = _Call(agent, utc_now(), time.perf_counter(), via_http, asked=asked or None, options=options or None)
         call.sent = sampling_sent(request, self.config, _params_in_body(self.config.provider))
         # The call's hard deadline: its own timeout, never past the task's wall time (at least 1 s to try); a
         # backend that cannot hang (`attempt_deadline` False: the embedded model, paced by its own progress)
@@ -537,6 +616,8 @@ class MeteredModel:
                 failed_attempts=call.failed,
                 generation_asked=call.asked,
                 generation_sent=call.sent,
+                request_options=call.options,
+                logprobs=response.logprobs if response else None,
             )
         )
 
@@ -569,3 +650,4 @@ class _Call:
     asked: dict[str, float | int] | None = None  # the sampling settings the system asked for
     paid: Usage | None = None  # a failed call: what its failed attempts were billed
     sent: dict[str, float | int] = field(default_factory=dict)  # the sampling settings the request carried
+    options: dict[str, Any] | None = None  # the request's options, as the system sent them

@@ -145,6 +145,9 @@ class ModelCallStep(BaseModel):
     # The sampling settings the system (or its library) asked for; what was sent is the run's `generation:`.
     generation_asked: dict[str, float | int] | None = None
     generation_sent: dict[str, float | int] | None = None  # the sampling settings the request carried (None: unknown)
+    # The request's fields beyond the run's governance (`stop`, `response_format`, ...), as sent; None: none.
+    request_options: dict[str, Any] | None = None
+    logprobs: dict[str, Any] | None = None  # the reply's log probabilities, when the request asked for them
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -197,6 +200,7 @@ WARNING_PHRASES = {
     "partial_failure": "went on with some model calls failed",
     "empty_operator": "ran operators over no rows",
     "hedged": "gave a hedged answer (listed many candidates)",
+    "request_field_refused": "sent a request field its model's provider cannot take (refused, HTTP 400)",
 }
 
 

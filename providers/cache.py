@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 def request_key(request: ModelRequest, config: ModelConfig) -> str:
     """What identifies a model call: provider, model id, endpoint (credentials masked), provider
-    parameters and the whole request (messages, tools, tool choice, schema, sampling settings)."""
+    parameters and the whole request (messages, tools, tool choice, schema, sampling settings, options)."""
     model = {
         "provider": config.provider,
         "model_id": config.model_id,
@@ -51,8 +51,14 @@ def request_key(request: ModelRequest, config: ModelConfig) -> str:
     digest = hashlib.sha256(json.dumps(model, sort_keys=True, default=str).encode("utf-8"))
     # pydantic's own serializer: 2-3x faster than json.dumps on long conversations; its field order is
     # the model's, and the dicts inside keep the order their producer gave them, as in the recorded run.
-    # top_p and seed only when set: the keys of requests recorded before they existed stay the same.
+    # top_p, seed and the options only when set: the keys of requests recorded before they existed stay the same.
+    # Options at their protocol default (`logprobs: false`, `n: 1`) ask for nothing and leave the key as it was.
     unset = {name for name in ("top_p", "seed") if getattr(request, name) is None}
+    asked = request.asked_options() if request.options else {}
+    if not asked:
+        unset.add("options")
+    elif asked != request.options:
+        request = request.model_copy(update={"options": asked})
     digest.update(b"\n" + request.model_dump_json(exclude=unset).encode("utf-8"))
     return digest.hexdigest()
 
@@ -117,7 +123,11 @@ def response_of(step: ModelCallStep) -> ModelResponse:
     )
     message = Message(role="assistant", content=step.content, tool_calls=step.tool_calls or None)
     return ModelResponse(
-        message=message, usage=usage, finish_reason=step.finish_reason, provider_model=step.provider_model
+        message=message,
+        usage=usage,
+        finish_reason=step.finish_reason,
+        provider_model=step.provider_model,
+        logprobs=step.logprobs,
     )
 
 

@@ -23,7 +23,16 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from ..core.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.model import (
+    CallContext,
+    FieldRefused,
+    Message,
+    ModelConfig,
+    ModelError,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+)
 from ..core.safe_load import load_json
 from ..core.task import ToolCall
 from ..core.trace import Usage
@@ -70,6 +79,10 @@ class LocalLlamaProvider(ModelProvider):
     attempt_deadline = False  # it cannot hang; on a busy machine one call may take minutes: the task's time bounds it
     default_concurrency = 1  # one call at a time (the lock): more units would only queue on it
     bills_nothing = True  # it runs here: an alias without a price costs $0, not an unknown amount
+    # What it honours beyond the messages: stop strings, the output's form (its grammar: a response schema, a
+    # named tool), at most one tool call a reply (any `parallel_tool_calls`), and labels it keeps nowhere but in
+    # the trace (`user`, `metadata`). Anything else (logprobs, penalties, logit_bias, reasoning_effort) is refused.
+    request_fields = frozenset({"stop", "response_format", "tool_choice", "parallel_tool_calls", "user", "metadata"})
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -150,7 +163,9 @@ def _generate(
     schema = output_schema(request)
     prompt = fit_prompt(render_blocks(request, schema), llama.count_tokens, llama.n_ctx() - max_tokens)
     seed = request.seed if request.seed is not None else int(config.params.get("seed", 0))  # the run's, else the alias'
-    out = _complete(llama, prompt, schema, max_tokens, request.temperature or 0.0, seed, pace.watch(deadline))
+    stop = request.options.get("stop")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    out = _complete(llama, prompt, schema, max_tokens, request.temperature or 0.0, seed, pace.watch(deadline), stops)
     choice, counts = out["choices"][0], out["usage"]
     usage = Usage(input_tokens=counts["prompt_tokens"], output_tokens=counts["completion_tokens"])
     try:
@@ -169,16 +184,19 @@ def _complete(
     temperature: float,
     seed: int,
     watch: PaceWatch,
+    stops: list[str] | None = None,
 ) -> dict[str, Any]:
     """One llama.cpp completion, stopped when the task's time is up or the pace collapsed (`PaceWatch`;
-    the prompt evaluation cannot be stopped)."""
+    the prompt evaluation cannot be stopped), or at one of the request's `stops`."""
     limits = {
         "max_tokens": max_tokens,
         "seed": seed,
         "stopping_criteria": llama_cpp.StoppingCriteriaList([watch.should_stop]),
     }
+    if stops and schema is not None:
+        limits["stop"] = stops
     if schema is None:
-        out = llama.create_completion(prompt, temperature=temperature, stop=STOP_SEQUENCES, **limits)
+        out = llama.create_completion(prompt, temperature=temperature, stop=STOP_SEQUENCES + (stops or []), **limits)
     else:
         close_after = max_tokens - max(MIN_CLOSING_TOKENS, max_tokens // 4)
         try:
@@ -387,8 +405,19 @@ def output_schema(request: ModelRequest) -> dict[str, Any] | None:
         }
         for tool in request.tools
     ]
+    named = request.options.get("tool_choice")
+    if isinstance(named, dict):  # a named function forced: only its call
+        calls = [call for call, tool in zip(calls, request.tools, strict=True) if tool.name == _function(named)]
+        if not calls:
+            raise FieldRefused("tool_choice", f"it names {_function(named)!r}, which is not among the request's tools")
     options = {"none": [final], "required": calls}.get(request.tool_choice, [*calls, final])
     return bounded({"oneOf": options})
+
+
+def _function(tool_choice: dict[str, Any]) -> str | None:
+    """The name a `{"type": "function", "function": {"name": ...}}` tool choice forces."""
+    function = tool_choice.get("function")
+    return function.get("name") if isinstance(function, dict) else None
 
 
 def bounded(schema: dict[str, Any]) -> dict[str, Any]:

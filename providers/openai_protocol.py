@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any, Literal
 
-from ..core.model import Message, ModelRequest, ModelResponse, ToolSpec
+from ..core.model import FieldRefused, Message, ModelRequest, ModelResponse, ToolSpec
 from ..core.safe_load import load_json
 from ..core.task import ToolCall
 from ..core.trace import Usage
@@ -107,7 +107,8 @@ def tool_from_openai(raw: dict[str, Any]) -> ToolSpec:
 
 
 def tool_choice_from_openai(raw: Any) -> ToolChoice:
-    """A forced named function becomes "required": the gateway has no per-tool forcing."""
+    """A forced named function is "required" for a provider that reads only the choice's kind; the named
+    choice itself travels as the request's `tool_choice` option (`request_from_openai`)."""
     if raw in ("auto", "required", "none"):
         return raw
     return "required" if isinstance(raw, dict) else "auto"
@@ -148,6 +149,7 @@ def request_to_openai(request: ModelRequest, model_id: str) -> dict[str, Any]:
                 "strict": strict_compatible(request.response_schema),
             },
         }
+    body.update(request.options)  # as the system sent them: its own response_format and tool_choice included
     return body
 
 
@@ -166,11 +168,37 @@ def strict_compatible(schema: Any) -> bool:
     return all(strict_compatible(value) for key, value in schema.items() if key not in ("enum", "const", "required"))
 
 
+# The fields of a chat-completions request the gateway governs: the run's model, the request itself, the run's
+# generation settings (what was asked is recorded: `ModelCallStep.generation_asked`), and the reply's form (the
+# gateway streams the whole completion itself, usage included, from a call made without streaming).
+GOVERNED_FIELDS = frozenset(
+    {"model", "messages", "tools", "temperature", "top_p", "seed", "max_tokens", "max_completion_tokens"}
+    | {"stream", "stream_options"}
+)
+# Fields no provider behind the gateway gets, whatever it could take: each would step outside the run.
+REFUSED_FIELDS = {
+    "models": "the run chooses the model (OpenRouter's list of fallback models)",
+    "plugins": "an agent reaches the web and files only through its task's tools (OpenRouter's plugins)",
+    "web_search_options": "an agent reaches the web only through its task's tools",
+    "functions": "the deprecated form of tools: send `tools`",
+    "function_call": "the deprecated form of tool_choice: send `tool_choice`",
+}
+
+
 def request_from_openai(body: dict[str, Any]) -> ModelRequest:
-    """The gateway's view of an incoming request; raises ValueError/ValidationError on bad input."""
+    """The gateway's view of an incoming request: every field it does not govern kept as an option, as sent.
+    Raises FieldRefused for a field it refuses, ValueError/ValidationError on bad input."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("'messages' must be a non-empty list")
+    options = {name: value for name, value in body.items() if name not in GOVERNED_FIELDS}
+    for name, why in REFUSED_FIELDS.items():
+        if options.get(name) is not None:
+            raise FieldRefused(name, why)
+    if options.get("n") not in (None, 1):
+        raise FieldRefused("n", "the gateway answers one choice per request")
+    if not isinstance(options.get("tool_choice"), dict):  # "auto", "required", "none": the request's own field
+        options.pop("tool_choice", None)
     return ModelRequest(
         messages=[message_from_openai(m) for m in messages],
         tools=[tool_from_openai(t) for t in body.get("tools") or []],
@@ -180,6 +208,7 @@ def request_from_openai(body: dict[str, Any]) -> ModelRequest:
         max_output_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
         top_p=body.get("top_p"),
         seed=body.get("seed"),
+        options=options,
     )
 
 
@@ -233,6 +262,7 @@ def response_from_openai(body: dict[str, Any]) -> ModelResponse:
         finish_reason=choice.get("finish_reason"),
         provider_model=body.get("model") or "",
         defect=arguments_defect(message),
+        logprobs=choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else None,
     )
 
 
@@ -252,7 +282,9 @@ def response_to_openai(response: ModelResponse, model: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "system_fingerprint": None,  # required (nullable) by the OpenRouter SDK
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(response), "logprobs": None}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": finish_reason(response), "logprobs": response.logprobs}
+        ],
         "usage": usage_to_openai(response.usage),
     }
 
@@ -276,7 +308,7 @@ def stream_chunks(response: ModelResponse, model: str) -> list[dict[str, Any]]:
     for index, call in enumerate(delta.get("tool_calls") or []):
         call["index"] = index  # stream deltas address tool calls by position
     return [
-        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]},
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": response.logprobs}]},
         {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason(response), "logprobs": None}]},
         {**head, "choices": [], "usage": usage_to_openai(response.usage)},
     ]

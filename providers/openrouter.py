@@ -17,6 +17,7 @@ a model alias's `base_url` overrides both.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import os
@@ -29,12 +30,20 @@ from openrouter import OpenRouter, components
 from openrouter import errors as sdk_errors
 from pydantic import BaseModel, ConfigDict, create_model
 
-from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
+from ..core.model import (
+    CallContext,
+    FieldRefused,
+    ModelConfig,
+    ModelError,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+)
 from ..core.safe_load import load_json
 from ..core.trace import Usage
 from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
 from .openai_http import error_message, parse_reply, usage_on_error
-from .openai_protocol import arguments_defect, request_to_openai, response_from_openai
+from .openai_protocol import GOVERNED_FIELDS, arguments_defect, request_to_openai, response_from_openai
 
 # Imported on first use (kept out of the command's start); imported before units run on threads, where two
 # units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
@@ -101,6 +110,22 @@ _SILENT.propagate = False
 _SILENT.disabled = True
 
 
+# Parameters of the SDK's `chat.send` that are its own, not fields of the request body.
+_SDK_OWN_PARAMETERS = frozenset(
+    {"self", "retries", "server_url", "timeout_ms", "http_headers", "http_referer"}
+    | {"x_open_router_title", "x_open_router_categories", "x_open_router_metadata"}
+)
+
+
+@functools.cache
+def sdk_request_fields() -> frozenset[str]:
+    """The request options OpenRouter takes: the parameters of the SDK's `chat.send` (`stop`, `response_format`,
+    `logprobs`, `reasoning_effort`, `top_k`, ...), less the fields the gateway governs and the SDK's own."""
+    from openrouter.chat import Chat
+
+    return frozenset(inspect.signature(Chat.send).parameters) - GOVERNED_FIELDS - _SDK_OWN_PARAMETERS
+
+
 def openrouter_base_url(config: ModelConfig | None = None) -> str:
     """The alias's base_url, else $OPENROUTER_BASE_URL, else OpenRouter's."""
     return (config.base_url if config else None) or os.environ.get(BASE_URL_ENV) or OPENROUTER_BASE_URL
@@ -121,6 +146,13 @@ class OpenRouterProvider(ModelProvider):
     @classmethod
     def key_variable(cls, config: ModelConfig) -> str | None:
         return config.api_key_env or OPENROUTER_KEY_ENV
+
+    @classmethod
+    def refused_field(cls, request: ModelRequest) -> FieldRefused | None:
+        """An option the SDK has no parameter for (`n` above 1, a field of another API) cannot be sent."""
+        taken = sdk_request_fields()
+        missing = next((name for name in request.asked_options() if name not in taken), None)
+        return None if missing is None else FieldRefused(missing, "OpenRouter's SDK has no such parameter")
 
     def complete(
         self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
@@ -176,6 +208,8 @@ class OpenRouterProvider(ModelProvider):
     @staticmethod
     def _arguments(request: ModelRequest, config: ModelConfig) -> dict[str, Any]:
         body = request_to_openai(request, config.model_id)
+        for name in set(request.options) - sdk_request_fields():  # at its default (`n: 1`): asks for nothing
+            del body[name]
         for name, value in config.params.items():
             if name in ("retries", "server_url", "http_headers", "stream"):
                 raise ModelError(f"model {config.alias!r}: params may not set {name!r}", attempts=0)

@@ -7,6 +7,8 @@ same request key — in order, so a unit that asked the same thing twice gets bo
 and replays recorded failures as failures. A request the recorded unit never made raises `ReplayMiss`
 (a `ModelError`, so the trace records it) and the runner ends the unit with status `replay_miss`.
 Frameworks behind the gateway's HTTP endpoint go through the same `MeteredModel`, so they replay too.
+A request option the recorded model's provider could not take is refused again as it was (`MeteredModel`
+asks the provider registered under the recorded alias's `provider:`), before any recorded reply is used.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ def tool_call_message(name: str, arguments: dict, call_id: str = "call_0") -> Me
 
 
 class ScriptedProvider(ModelProvider):
+    """Takes every request option (`request_fields` None): its responder sees them in `request.options`, as a
+    server behind the OpenAI-compatible provider would, and may act on them or refuse them as a test needs."""
+
     name = "scripted"
     bills_nothing = True  # a test double: an alias without a price costs $0 (give one a price to test costs)
 
