@@ -6,10 +6,13 @@ where the suite puts it: a terminal and a spreadsheet.
 - `spreadsheet_cell`: a text cell that a spreadsheet would run as a formula (`=HYPERLINK(…)`, `+cmd|…`,
   `-2+3`, `@SUM(…)`) gets a leading apostrophe, OWASP's advice for CSV injection; a plain number such as
   `-5` stays as it is (a number, not a formula).
+- `safe_log_record`, `install_safe_log_records`: every log record of a process made terminal-safe where it is
+  made (the `mcp` library logs an agent's tool name as the agent sent it).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -36,3 +39,30 @@ def spreadsheet_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
         return "'" + value
     return value
+
+
+def safe_log_record(record: logging.LogRecord) -> logging.LogRecord:
+    """`record` with a terminal-safe message, traceback and stack (formatted now, as a handler would)."""
+    try:
+        message = record.getMessage()
+    except Exception:  # arguments that do not fit the format: logging reports that itself, as it would
+        return record
+    record.msg, record.args = terminal_text(message), None
+    if record.exc_info and not record.exc_text:  # the traceback quotes the exception's message
+        record.exc_text = terminal_text(logging.Formatter().formatException(record.exc_info))
+    if record.stack_info:
+        record.stack_info = terminal_text(record.stack_info)
+    return record
+
+
+def install_safe_log_records() -> None:
+    """From now on every log record this process makes is `safe_log_record`'s; idempotent."""
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "terminal_safe", False):
+        return
+
+    def make_safe(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return safe_log_record(previous(*args, **kwargs))
+
+    make_safe.terminal_safe = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(make_safe)

@@ -47,7 +47,7 @@ from .openai_protocol import GOVERNED_FIELDS, arguments_defect, request_to_opena
 
 # Imported on first use (kept out of the command's start); imported before units run on threads, where two
 # units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
-LAZY_IMPORTS = ("openrouter", "openrouter.utils")
+LAZY_IMPORTS = ("openrouter", "openrouter.chat", "openrouter.utils")
 
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"

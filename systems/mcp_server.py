@@ -52,7 +52,14 @@ if TYPE_CHECKING:
 
 # Imported on first use (kept out of the command's start); imported before units run on threads, where two
 # units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
-LAZY_IMPORTS = ("anyio", "mcp", "mcp.server.lowlevel", "mcp.server.streamable_http_manager", "uvicorn")
+LAZY_IMPORTS = (
+    "anyio",
+    "mcp",
+    "mcp.server.lowlevel",
+    "mcp.server.streamable_http_manager",
+    "uvicorn",
+    "uvicorn.protocols.http.h11_impl",
+)
 
 
 START_TIMEOUT_S = 30.0

@@ -38,7 +38,7 @@ from ..core.task import Answer, AnswerStatus, ToolCall
 from ..core.trace import ModelCallStep, PhaseRules, ToolCallStep, Trace, Usage
 from ..tools.dab import DAB_TOOL_NAMES, ReturnAnswerTool
 
-# What the importer (app/importer.py) needs to know of these trajectories, said here, with DAB's other knowledge:
+# What the importer (engine/importer.py) needs to know of these trajectories, said here, with DAB's other knowledge:
 BENCHMARK = "dab"  # the benchmark whose tasks the trials answer
 FORMAT = "dab-trajectories"  # `compare import FORMAT PATH`
 DEFAULT_SYSTEM = "dab-react"  # the row's name unless --system gives another

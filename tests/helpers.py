@@ -33,8 +33,6 @@ from typing import Any, Literal
 
 import pytest
 
-from data_agent_compare.app.config import RunConfig
-from data_agent_compare.app.runner import RunPlan, execute
 from data_agent_compare.core import (
     PROVIDERS,
     SYSTEMS,
@@ -59,6 +57,8 @@ from data_agent_compare.core import (
     register_system,
 )
 from data_agent_compare.core.model import forget_provider
+from data_agent_compare.engine.config import RunConfig
+from data_agent_compare.engine.runner import RunPlan, execute
 from data_agent_compare.providers.scripted import ScriptedProvider
 from data_agent_compare.systems.palimpzest_worker import install_network_guard
 from data_agent_compare.tools.postgres import PostgresUnavailable, find_bin_dir
@@ -74,7 +74,7 @@ DELIVER_CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int
 
 def compare_command(*flags: str) -> list[str]:
     """`compare FLAGS` in a child process that Ctrl-C reaches (DELIVER_CTRL_C)."""
-    main = "import runpy, sys; sys.argv[0] = 'compare'; runpy.run_module('data_agent_compare.app', run_name='__main__')"
+    main = "import runpy, sys; sys.argv[0] = 'compare'; runpy.run_module('data_agent_compare.cli', run_name='__main__')"
     return [sys.executable, "-c", DELIVER_CTRL_C + main, *flags]
 
 

@@ -1,4 +1,4 @@
-"""A benchmark's own settings in the run configuration (app/benchmark_settings.py): DAB's hints and
+"""A benchmark's own settings in the run configuration (engine/benchmark_settings.py): DAB's hints and
 PostgreSQL settings live under `dab:`, the old keys and flags still set them, a setting for another
 benchmark is refused with exit 2 before any model call, and no password reaches the manifest."""
 
@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from data_agent_compare.app.config import ConfigError, RunConfig, load_run_config
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import BenchmarkError, Message
+from data_agent_compare.engine.config import ConfigError, RunConfig, load_run_config
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.tasks.dab import DabSettings, DataAgentBench, load_dab
 from data_agent_compare.tools.postgres import PostgresCluster
 

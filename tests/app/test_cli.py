@@ -2,7 +2,7 @@
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 from helpers import FIXTURES
 
@@ -89,7 +89,7 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
 
 
 def test_all_means_the_four_workflow_patterns():
-    from data_agent_compare.app.runner import _system_list
+    from data_agent_compare.engine.runner import _system_list
 
     assert _system_list(["all"]) == ["multi_agent", "planning", "reflection", "tool_use"]
     assert _system_list(["planning_static", "tool_use"]) == ["planning_static", "tool_use"]
@@ -135,8 +135,8 @@ def test_tasks_command_validates_without_running(tmp_path):
 
 
 def test_level_and_question_type_select_tasks(tmp_path):
-    from data_agent_compare.app.config import load_run_config
-    from data_agent_compare.app.runner import plan_run
+    from data_agent_compare.engine.config import load_run_config
+    from data_agent_compare.engine.runner import plan_run
 
     config = load_run_config(None, {"levels": ["hard"], "question_types": ["factoid"], "out": str(tmp_path / "r")})
     tasks = plan_run(config).tasks
@@ -144,7 +144,7 @@ def test_level_and_question_type_select_tasks(tmp_path):
 
 
 def test_benchmark_defaults_apply_under_flags(tmp_path):
-    from data_agent_compare.app.config import load_run_config
+    from data_agent_compare.engine.config import load_run_config
 
     dab = load_run_config(None, {"benchmark": "dab"})
     assert dab.budgets.max_steps == 100 and dab.budgets.tool_result_max_chars == 10000
@@ -194,8 +194,8 @@ def test_tasks_command_reports_every_bad_dabstep_line(tmp_path):
 def test_report_refuses_a_run_log_from_a_newer_suite_naming_both_versions(tmp_path, scripted_model):
     import json
 
-    from data_agent_compare.app.runner import execute
     from data_agent_compare.core.runlog import RUN_LOG_SCHEMA_VERSION
+    from data_agent_compare.engine.runner import execute
     from data_agent_compare.providers.scripted import tool_call_message
 
     from helpers import load_tasks, make_plan

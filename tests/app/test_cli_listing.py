@@ -14,9 +14,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app, failure_causes
-from data_agent_compare.app.commands import common
-from data_agent_compare.app.commands.systems import SystemsOptions, systems
+from data_agent_compare.cli.commands import common
+from data_agent_compare.cli.commands.systems import SystemsOptions, systems
+from data_agent_compare.cli.main import app, failure_causes
 
 from helpers import FIXTURES, compare_command, load_tasks, read_records
 

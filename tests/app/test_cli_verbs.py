@@ -7,9 +7,9 @@ import importlib
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import VERBS, app, build_app
-from data_agent_compare.app.commands.resume import ResumeOptions
-from data_agent_compare.app.commands.run import RunOptions
+from data_agent_compare.cli.commands.resume import ResumeOptions
+from data_agent_compare.cli.commands.run import RunOptions
+from data_agent_compare.cli.main import VERBS, app, build_app
 
 runner = CliRunner()
 
@@ -22,7 +22,7 @@ def test_every_verb_has_its_module_and_a_dataclass_of_options():
     for _, options, body, _ in VERBS:
         assert dataclasses.is_dataclass(options) and options.__module__ == body.__module__
         module = importlib.import_module(body.__module__)
-        assert module.__name__.startswith("data_agent_compare.app.commands.")
+        assert module.__name__.startswith("data_agent_compare.cli.commands.")
 
 
 def test_each_run_option_is_a_flag_of_compare_run_and_of_plain_compare():

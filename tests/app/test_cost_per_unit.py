@@ -65,7 +65,7 @@ PROBE = textwrap.dedent(
     wrap(re._compiler, "compile", "regex_compiled")  # a miss of re's pattern cache
     wrap(_generate_schema.GenerateSchema, "__init__", "schemas_built")  # a model class or TypeAdapter built
     from helpers import FakeOpenAIServer, tool_call_response
-    from data_agent_compare.app.cli import app
+    from data_agent_compare.cli.main import app
 
     prediction = json.dumps({"collection_name": "Restaurants", "search_query": "romantic dinner"})
     reply = tool_call_response([("call_0", "query_database", prediction)])

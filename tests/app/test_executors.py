@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from data_agent_compare.app.cli import progress_line
-from data_agent_compare.app.config import ConfigError, RunConfig, load_run_config
-from data_agent_compare.app.executors import choose_executor
-from data_agent_compare.app.runner import FairQueue, RunProgress, execute, plan_run
-from data_agent_compare.app.units import Unit
+from data_agent_compare.cli.main import progress_line
 from data_agent_compare.core import Answer, CallContext, Message, ModelConfig, ModelRequest, RunContext, System, Task
 from data_agent_compare.core.limits import RateLimiter
 from data_agent_compare.core.runlog import read_run
+from data_agent_compare.engine.config import ConfigError, RunConfig, load_run_config
+from data_agent_compare.engine.executors import choose_executor
+from data_agent_compare.engine.runner import FairQueue, RunProgress, execute, plan_run
+from data_agent_compare.engine.units import Unit
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import (

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.runner import execute
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelConfig, ModelError, ModelRequest, Task
 from data_agent_compare.core.model import Price
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.core.task import QuestionType
 from data_agent_compare.core.tool import DataUnavailable
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.http_deadline import status_error
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.reports.summary import markdown, summarize

@@ -9,11 +9,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.config import ConfigError
-from data_agent_compare.app.runner import execute
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelConfig, ModelRequest
 from data_agent_compare.core.model import GenerationSettings
+from data_agent_compare.engine.config import ConfigError
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import FakeOpenAIServer, load_tasks, make_plan, read_records, text_response, tool_call_response, usage

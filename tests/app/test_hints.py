@@ -3,7 +3,7 @@ called a folder."""
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 runner = CliRunner()
 

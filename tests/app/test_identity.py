@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from data_agent_compare.app import identity
-from data_agent_compare.app.identity import code_identity, data_file, data_file_changes, plugin_hash
+from data_agent_compare.cli import identity
+from data_agent_compare.engine.identity import code_identity, data_file, data_file_changes, plugin_hash
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -8,8 +8,8 @@ from collections import Counter
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.runner import execute
+from data_agent_compare.cli.main import app
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.tasks.dab import DataAgentBench
 

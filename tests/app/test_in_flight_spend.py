@@ -13,7 +13,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 from data_agent_compare.core.runlog import read_run
 
 from helpers import FIXTURES, ROOT, FakeOpenAIServer, FakeResponse, RecordedRequest, fault_response, tool_call_response
@@ -47,7 +47,7 @@ def test_kill_9_with_requests_in_flight_loses_none_of_them_from_the_journal(tmp_
         flags = ["--models", "openai-compatible:m", "--base-url", fake.base_url, "--limit", "10"]
         flags += ["--benchmark", "dbgorilla", "--tasks-path", str(FIXTURES / "dbgorilla/queries-sample.json")]
         flags += ["--concurrency", str(CONCURRENCY), "--out", str(run)]
-        child = subprocess.Popen([sys.executable, "-m", "data_agent_compare.app", *flags], cwd=ROOT,
+        child = subprocess.Popen([sys.executable, "-m", "data_agent_compare.cli", *flags], cwd=ROOT,
                                  stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # fmt: skip
         try:
             wait_for_requests(fake, ANSWERED + CONCURRENCY)

@@ -28,7 +28,7 @@ def test_a_non_editable_install_runs_from_any_directory(tmp_path):
 
     def compare(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "data_agent_compare.app", *args], cwd=elsewhere, env=env, capture_output=True,
+            [sys.executable, "-m", "data_agent_compare.cli", *args], cwd=elsewhere, env=env, capture_output=True,
             text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]

@@ -14,7 +14,7 @@ HOSTILE_TOOL = "run_sql\x1b]0;pwned\x07\x1b[2J\x1b[31m"
 def test_a_logged_tool_name_reaches_stderr_without_its_escape_sequences() -> None:
     program = f"""
 import logging
-from data_agent_compare.app.terminal import sanitize_log_records
+from data_agent_compare.cli.terminal import sanitize_log_records
 sanitize_log_records()
 sanitize_log_records()  # twice: idempotent
 log = logging.getLogger("mcp.server.lowlevel.server")
@@ -32,5 +32,5 @@ except ValueError:
 
 
 def test_the_command_line_and_its_workers_install_the_safe_records() -> None:
-    for module in ("app/cli.py", "app/executors.py"):
-        assert "sanitize_log_records()" in (ROOT / module).read_text(encoding="utf-8"), module
+    assert "sanitize_log_records()" in (ROOT / "cli/main.py").read_text(encoding="utf-8")
+    assert "install_safe_log_records()" in (ROOT / "engine/executors.py").read_text(encoding="utf-8")

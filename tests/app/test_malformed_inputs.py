@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 from helpers import FIXTURES, postgres_bin_dir_or_skip
 
@@ -137,7 +137,7 @@ def test_empty_or_binary_task_files_exit_2_naming_the_file(tmp_path, content, na
 
 
 def test_a_model_alias_with_a_misspelt_or_malformed_entry_is_named(tmp_path):
-    from data_agent_compare.app.config import ConfigError, load_model_table
+    from data_agent_compare.engine.config import ConfigError, load_model_table
 
     models = tmp_path / "models.yaml"
     models.write_text("models:\n  fast:\n    provider: openrouter\n    model_id: x/y\n    temprature: 0.2\n")

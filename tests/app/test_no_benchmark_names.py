@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from data_agent_compare.app.config import RunConfig
 from data_agent_compare.core import BENCHMARKS
+from data_agent_compare.engine.config import RunConfig
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -22,5 +22,5 @@ def test_no_string_in_the_application_is_a_benchmark_name_but_the_default_one():
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
     ]
     default = RunConfig.model_fields["benchmark"].default
-    assert [f for f in found if not (f.startswith("app/config.py:") and f.endswith(repr(default)))] == []
+    assert [f for f in found if not (f.startswith("engine/config.py:") and f.endswith(repr(default)))] == []
     assert len(found) == 1  # the default, said once

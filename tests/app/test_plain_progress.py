@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from data_agent_compare.app.plain_progress import PlainProgress
+from data_agent_compare.cli.plain_progress import PlainProgress
 
 
 @dataclass

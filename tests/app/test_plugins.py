@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.runner import execute
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import BENCHMARKS, SYSTEMS, CallContext, Message, ModelRequest
 from data_agent_compare.core.runlog import read_run
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import documentation, load_tasks, make_plan, steps_taken

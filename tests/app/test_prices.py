@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.config import load_model_table
-from data_agent_compare.app.prices import refresh_table, shipped_models_file
+from data_agent_compare.cli.main import app
 from data_agent_compare.core.model import Price
+from data_agent_compare.engine.config import load_model_table
+from data_agent_compare.engine.prices import refresh_table, shipped_models_file
 
 from helpers import KEY, FakeOpenAIServer, FakeResponse
 

@@ -230,9 +230,9 @@ def test_a_resume_with_more_actors_than_cpus_runs_at_the_pace_of_those_it_has_an
 
 
 def test_a_unit_run_again_after_a_lost_actor_keeps_this_sessions_lost_attempts_and_their_spend(tmp_path: Path) -> None:
-    from data_agent_compare.app.ray_executor import keep_lost_spend, lost_calls
     from data_agent_compare.core.runlog import ResultRecord, SpentCall
     from data_agent_compare.core.trace import Usage
+    from data_agent_compare.engine.ray_executor import keep_lost_spend, lost_calls
 
     def line(attempt: str, task: str = "T1", **fields: object) -> str:
         call = SpentCall(attempt=attempt, task_id=task, system="tool_use", model="m", epoch=1, **fields)
@@ -280,7 +280,7 @@ def test_a_node_that_cannot_see_the_data_is_named_with_the_path_scripted(
 ) -> None:
     missing = tmp_path / "not-on-any-node.sqlite"
     probe = (
-        "import sys; from data_agent_compare.app.ray_executor import ray, check_nodes_see; "
+        "import sys; from data_agent_compare.engine.ray_executor import ray, check_nodes_see; "
         f"ray.init(address='127.0.0.1:{HEAD_PORT}', log_to_driver=False)\n"
         f"try:\n    check_nodes_see([{str(missing)!r}, {str(FIXTURES)!r}])\n"
         "except Exception as refused:\n    print(type(refused).__name__, refused)"

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import VERBS, build_app
-from data_agent_compare.app.config import load_plugins, load_run_config
+from data_agent_compare.cli.main import VERBS, build_app
 from data_agent_compare.core import (
     PROVIDERS,
     SCORERS,
@@ -27,6 +26,7 @@ from data_agent_compare.core import (
     score,
 )
 from data_agent_compare.core.model import forget_provider
+from data_agent_compare.engine.config import load_plugins, load_run_config
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import ROOT, documentation, load_tasks, readme_example, run_task, steps_taken

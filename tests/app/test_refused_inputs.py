@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 from data_agent_compare.core.runlog import RunDirLock
 from data_agent_compare.tools.files import ListFilesTool
 
@@ -146,7 +146,7 @@ def test_an_unreadable_dabstep_context_file_is_flagged_by_compare_tasks(tmp_path
         # Root reads a mode-000 file anyway: `compare tasks` runs without the capabilities that let it (still
         # root, so a checkout in a private folder, such as mktemp's, stays importable).
         command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
-                   "data_agent_compare.app", "tasks", "--benchmark", "dabstep", "--path", str(folder)]  # fmt: skip
+                   "data_agent_compare.cli", "tasks", "--benchmark", "dabstep", "--path", str(folder)]  # fmt: skip
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -8,8 +8,7 @@ import json
 import httpx
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.runner import execute, plan_replay
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import (
     PROVIDERS,
     Answer,
@@ -24,6 +23,7 @@ from data_agent_compare.core import (
 )
 from data_agent_compare.core.runlog import RunLog, read_run
 from data_agent_compare.core.system import SystemSetup
+from data_agent_compare.engine.runner import execute, plan_replay
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.reports import summarize
 

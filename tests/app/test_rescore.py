@@ -7,11 +7,11 @@ import json
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.runner import execute
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelRequest
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.core.scorer import SCORERS, scorer_version
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.evaluators import exact_match as exact_match_module
 from data_agent_compare.providers.scripted import tool_call_message
 

@@ -9,11 +9,11 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.config import ConfigError
-from data_agent_compare.app.runner import execute
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelRequest
 from data_agent_compare.core.runlog import RunDirBusy, RunDirLock, read_run
+from data_agent_compare.engine.config import ConfigError
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import FIXTURES, load_tasks, make_plan

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.config import ConfigError, load_run_config
 from data_agent_compare.core import RetrySettings
+from data_agent_compare.engine.config import ConfigError, load_run_config
 
 
 def test_the_shipped_defaults_are_the_policy_the_code_documents() -> None:

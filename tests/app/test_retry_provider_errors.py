@@ -2,9 +2,9 @@
 retries and backoff stay in the record, so the summary's count is not reset to 0 (issue 25: "after
 --retry-errors the retried units show provider errors 0 (was 3)")."""
 
-from data_agent_compare.app.runner import keep_earlier_spend
 from data_agent_compare.core.runlog import ResultRecord
 from data_agent_compare.core.trace import Usage
+from data_agent_compare.engine.runner import keep_earlier_spend
 from data_agent_compare.reports import summarize
 
 

@@ -18,7 +18,7 @@ TASKS = "BND001,BND002,BND003,BND004,BND005,BND006"
 
 
 def compare(*flags: str) -> list[str]:
-    return [sys.executable, "-m", "data_agent_compare.app", "--models", "openai-compatible:m", *flags]
+    return [sys.executable, "-m", "data_agent_compare.cli", "--models", "openai-compatible:m", *flags]
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_a_full_disk_stops_the_run_with_74_and_resume_finishes_it(small_disk):
 
         filler.unlink()
         resumed = subprocess.run(
-            [sys.executable, "-m", "data_agent_compare.app", "--resume", "--out", str(out)],
+            [sys.executable, "-m", "data_agent_compare.cli", "--resume", "--out", str(out)],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from data_agent_compare.app.config import ConfigError
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import SCORERS, Answer, CallContext, Message, ModelRequest, RunContext, System, Task
 from data_agent_compare.core.runlog import read_records
 from data_agent_compare.core.scorer import register_scorer, reports
+from data_agent_compare.engine.config import ConfigError
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.reports import summarize
 from data_agent_compare.tasks.bundled import BundledBenchmark

@@ -5,7 +5,7 @@ import shutil
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 from helpers import FIXTURES
 

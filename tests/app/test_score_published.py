@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SUBMISSION = FIXTURES / "dab_final/submissions/team-cohere_gemini-2.0-flash-001_n5.json"

@@ -39,12 +39,12 @@ HEAVY = [
     "docetl",
     "palimpzest",
     "http.server",
-    "data_agent_compare.app.runner",
+    "data_agent_compare.engine.runner",
     "data_agent_compare.reports",
 ]
 # What only a command needs, not `compare --help`: the core's pydantic models, the run configuration (YAML)
 # and the run log. The root package serves the core's names on first use.
-CORE = ["pydantic", "yaml", "data_agent_compare.core", "data_agent_compare.app.config"]
+CORE = ["pydantic", "yaml", "data_agent_compare.core", "data_agent_compare.engine.config"]
 
 
 def loaded_after(code: str, watched: list[str] = HEAVY) -> list[str]:
@@ -54,12 +54,12 @@ def loaded_after(code: str, watched: list[str] = HEAVY) -> list[str]:
 
 
 def test_importing_the_cli_loads_no_tool_backend_scorer_library_runner_or_report() -> None:
-    assert loaded_after("import data_agent_compare.app.cli") == []
+    assert loaded_after("import data_agent_compare.cli.main") == []
 
 
 def test_help_loads_none_of_them_either() -> None:
     code = (
-        "from data_agent_compare.app.cli import app\n"
+        "from data_agent_compare.cli.main import app\n"
         "try:\n    app(['--help'], prog_name='compare')\nexcept SystemExit:\n    pass"
     )
     assert loaded_after(code) == []
@@ -67,7 +67,7 @@ def test_help_loads_none_of_them_either() -> None:
 
 def test_help_loads_neither_the_core_nor_the_configuration() -> None:
     code = (
-        "from data_agent_compare.app.cli import app\n"
+        "from data_agent_compare.cli.main import app\n"
         "try:\n    app(['--help'], prog_name='compare')\nexcept SystemExit:\n    pass"
     )
     assert loaded_after(code, CORE) == []

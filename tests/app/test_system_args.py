@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.config import ConfigError, load_run_config
-from data_agent_compare.app.runner import plan_run
+from data_agent_compare.cli.main import app
+from data_agent_compare.engine.config import ConfigError, load_run_config
+from data_agent_compare.engine.runner import plan_run
 
 from helpers import FakeOpenAIServer, tool_call_response, usage
 

@@ -9,14 +9,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
-from data_agent_compare.app.commands.reporting import _spend_lines
-from data_agent_compare.app.commands.running import progress_line
-from data_agent_compare.app.runner import RunProgress, keep_earlier_spend
+from data_agent_compare.cli.commands.reporting import _spend_lines
+from data_agent_compare.cli.commands.running import progress_line
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import Message, ModelConfig
 from data_agent_compare.core.model import MeteredModel, ModelError, unpriced
 from data_agent_compare.core.runlog import InterruptedSpend, Manifest, ResultRecord, RunLog
 from data_agent_compare.core.trace import Usage
+from data_agent_compare.engine.runner import RunProgress, keep_earlier_spend
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.scripted import tool_call_message
 

@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import Answer, RunContext, System, Task, create_benchmark
 from data_agent_compare.core.runlog import read_run
+from data_agent_compare.engine.runner import execute
 
 from helpers import FIXTURES, SCRIPTED, make_plan, postgres_bin_dir_or_skip, registered_system
 

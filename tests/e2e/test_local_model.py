@@ -15,7 +15,7 @@ def test_compare_all_workflows_with_local_model_writes_a_complete_run_directory(
     command = [
         sys.executable,
         "-m",
-        "data_agent_compare.app",
+        "data_agent_compare.cli",
         "--workflows",
         "all",
         "--models",

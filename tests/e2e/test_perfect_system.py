@@ -3,8 +3,8 @@ proof that the pipeline (workflow → tools → answer → scorer → results) c
 
 import json
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core.model import CallContext, Message, ModelRequest
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, make_plan, steps_taken

@@ -78,10 +78,10 @@ def hedging_scripted_model(request, context):
 def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it_wrong(
     tmp_path, scripted_model, query1, strict, correct
 ):
-    from data_agent_compare.app.commands.run import RunOptions
-    from data_agent_compare.app.runner import execute
+    from data_agent_compare.cli.commands.run import RunOptions
     from data_agent_compare.core import Benchmark
     from data_agent_compare.core.runlog import read_run
+    from data_agent_compare.engine.runner import execute
     from data_agent_compare.reports.summary import summarize
     from data_agent_compare.tools import default_tools
 

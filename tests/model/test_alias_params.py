@@ -12,12 +12,12 @@ import subprocess
 
 import pytest
 
-from data_agent_compare.app.config import ConfigError, RunConfig
-from data_agent_compare.app.runner import execute, plan_run
 from data_agent_compare.core import ModelConfig, Task
 from data_agent_compare.core.model import GenerationSettings, sampling_conflicts
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.core.task import Gold, QuestionType
+from data_agent_compare.engine.config import ConfigError, RunConfig
+from data_agent_compare.engine.runner import execute, plan_run
 from data_agent_compare.reports.summary import generation_lines
 
 from helpers import ROOT, FakeOpenAIServer, compare_command, make_plan, tool_call_response

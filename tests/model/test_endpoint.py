@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import (
     Answer,
     Budgets,
@@ -31,6 +30,7 @@ from data_agent_compare.core import (
     TraceRecorder,
 )
 from data_agent_compare.core.runlog import read_run
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.endpoint import GatewayServer
 from data_agent_compare.providers.openai_protocol import message_to_openai
 from data_agent_compare.providers.openrouter import OpenRouterProvider

@@ -15,7 +15,6 @@ from pathlib import Path
 import openai
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import (
     Answer,
     Benchmark,
@@ -30,6 +29,7 @@ from data_agent_compare.core import (
 )
 from data_agent_compare.core.model import RetrySettings
 from data_agent_compare.core.runlog import read_records, read_run
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.reports import markdown, summarize
 
 from helpers import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import CallContext, Message, ModelConfig, ModelRequest
 from data_agent_compare.core.runlog import read_run
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.cache import request_key
 from data_agent_compare.providers.scripted import tool_call_message
 

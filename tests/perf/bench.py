@@ -224,8 +224,8 @@ def run_units(
     steady rate: units recorded per second from the first record to the last (the run's fixed start — git
     revision, manifest, the first wave's call — left out; the 10,000-unit run reports it in its wall time),
     and the executor that ran them (`auto`, the default, chooses one)."""
-    from data_agent_compare.app.config import load_run_config
-    from data_agent_compare.app.runner import execute, plan_run
+    from data_agent_compare.engine.config import load_run_config
+    from data_agent_compare.engine.runner import execute, plan_run
 
     tasks = len(json.loads(queries.read_text()))
     epochs = -(-units // tasks)

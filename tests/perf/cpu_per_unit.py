@@ -107,7 +107,7 @@ def run(flags: list[str], out: Path) -> tuple:
              " u=resource.getrusage(resource.RUSAGE_CHILDREN); print(r.returncode, u.ru_utime+u.ru_stime);"
              " sys.stderr.write(r.stderr[-3000:])")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "data_agent_compare.app", *flags,
+    done = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "data_agent_compare.cli", *flags,
                            "--out", str(out)], capture_output=True, text=True)
     wall = time.perf_counter() - start
     rc, cpu = done.stdout.split()[-2:]

@@ -52,7 +52,7 @@ FRAMEWORK = ("langchain", "langgraph", "langsmith", "autogen", "llama_index", "t
 
 def owner(file: str) -> str | None:
     """Who a frame's file belongs to; None for the standard library. py-spy shortens a path to what follows
-    its sys.path entry: `main/app/runner.py` (this checkout), `httpx/_client.py`, `json/encoder.py`."""
+    its sys.path entry: `main/engine/runner.py` (this checkout), `httpx/_client.py`, `json/encoder.py`."""
     top = file.split("/", 1)[0].removesuffix(".py")
     if file.startswith("<") or top in sys.stdlib_module_names:
         return None

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 from data_agent_compare.reports import ReportError, build_report
 from data_agent_compare.reports.runs import load_runs
 

@@ -7,7 +7,7 @@ import re
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 from data_agent_compare.reports import build_report
 from data_agent_compare.reports.build import assemble
 from data_agent_compare.reports.runs import load_runs

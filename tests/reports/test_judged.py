@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 from data_agent_compare.core import Message, ModelConfig, Price
 from data_agent_compare.reports import build_report
 from data_agent_compare.reports.build import assemble

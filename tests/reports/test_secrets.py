@@ -4,7 +4,7 @@ alias's base URL (HTTP Basic auth, `basic_auth: true`) appear in no file, the Pa
 import duckdb
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 from helpers import FakeOpenAIServer, tool_call_response, usage
 

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from data_agent_compare.app.cli import app
+from data_agent_compare.cli.main import app
 
 
 def with_budget(run, max_steps: int, stopped: int = 0):

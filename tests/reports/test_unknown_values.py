@@ -7,7 +7,7 @@ import csv
 import json
 import shutil
 
-from data_agent_compare.app.importer import import_trajectories
+from data_agent_compare.engine.importer import import_trajectories
 from data_agent_compare.reports import build_report, markdown, summarize
 from data_agent_compare.reports.plots import cost_quality
 from data_agent_compare.reports.runs import load_runs

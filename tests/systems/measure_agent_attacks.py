@@ -11,13 +11,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.systems.external import external_system
 from data_agent_compare.tools import agent_sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import ROOT, load_tasks, make_plan, processes_with, read_records, scripted_provider  # noqa: E402
+from helpers import ROOT, load_tasks, make_plan, processes_with, read_records, scripted_provider
 
 AGENTS = Path(__file__).resolve().parent / "agents"
 KEY = "sk-or-v1-measure-attacks"

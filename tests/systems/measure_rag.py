@@ -67,7 +67,7 @@ def scripted(gold_sql: dict[str, str]):
 
 
 def main(out: Path) -> None:
-    from data_agent_compare.app.runner import execute
+    from data_agent_compare.engine.runner import execute
 
     tasks = load_tasks("bundled")
     gold = {t.question: t.gold.sql or "SELECT 1" for t in tasks}
@@ -115,8 +115,8 @@ def print_index_builds(manifest, systems: list[str]) -> None:
 def main_dab(out: Path) -> None:
     import shutil
 
-    from data_agent_compare.app.runner import execute
     from data_agent_compare.core import create_benchmark
+    from data_agent_compare.engine.runner import execute
 
     from helpers import FIXTURES
 

@@ -101,7 +101,7 @@ def scripted(gold_sql: dict[str, str]):
 
 
 def main(out: Path, limit: int | None) -> None:
-    from data_agent_compare.app.runner import execute
+    from data_agent_compare.engine.runner import execute
 
     tasks = [t for t in load_tasks("bundled") if t.question_type != "report"][:limit]
     gold = {t.question: t.gold.sql or "SELECT 1" for t in tasks}

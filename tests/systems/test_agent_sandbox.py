@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import SYSTEMS, QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.systems.external import external_system
 from data_agent_compare.systems.mcp_server import shared_tool_server
 from data_agent_compare.tools.agent_sandbox import AGENT_UID_BASE, UID_SLOTS, agent_sandbox_problem, agent_uid

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import SYSTEMS, Message, QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.external import ExternalSystemError, external_system
 from data_agent_compare.systems.external_yaml import load_external_systems

@@ -14,12 +14,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import Answer, DataSource, DataSourceKind, Gold, Message, ModelConfig, RunContext, Task
 from data_agent_compare.core.model import ModelError
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.core.system import System
 from data_agent_compare.core.task import QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.openai_protocol import request_from_openai
 
 from helpers import (

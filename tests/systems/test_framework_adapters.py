@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.app.config import load_model_table, load_plugins
 from data_agent_compare.core import SYSTEMS, CallContext, Message, ModelRequest, QuestionType
+from data_agent_compare.engine.config import load_model_table, load_plugins
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import FIXTURES, documentation, load_tasks, no_network, run_task

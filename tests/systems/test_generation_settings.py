@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import DataSource, DataSourceKind, Gold, ModelConfig, Task
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.core.task import QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.openai_protocol import request_from_openai
 from data_agent_compare.reports import markdown, summarize
 from data_agent_compare.systems.palimpzest_system import refusal, worker_python

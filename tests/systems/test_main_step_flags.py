@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import CallContext, Message, ModelConfig, ModelRequest
 from data_agent_compare.core.runlog import read_run
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.openai_protocol import request_from_openai
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.rag_graph import EXTRACT_SYSTEM

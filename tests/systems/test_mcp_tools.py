@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import (
     Answer,
     Message,
@@ -20,6 +19,7 @@ from data_agent_compare.core import (
     ToolSettings,
     create_benchmark,
 )
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.systems.bridge import AgentSession
 from data_agent_compare.systems.mcp_server import shared_tool_server
 from data_agent_compare.tasks.bundled.loader import BUNDLED_ROOT

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.config import load_model_table
 from data_agent_compare.core import SYSTEMS, create_system
 from data_agent_compare.core.model import CallContext, Message, ModelError, ModelRequest
+from data_agent_compare.engine.config import load_model_table
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.palimpzest_system import (
     PYTHON_VARIABLE,

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import (
     Budgets,
     CallContext,
@@ -29,6 +28,7 @@ from data_agent_compare.core import (
 )
 from data_agent_compare.core.system import SystemSetup
 from data_agent_compare.core.task import DataSource, Task
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.systems.rag import HippoRag
 from data_agent_compare.systems.rag_graph import EXTRACT_SYSTEM, SUMMARY_SYSTEM, text_units
@@ -246,7 +246,7 @@ def with_documents(task: Task, folder: Path, names: list[str]) -> Task:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # the embedded model builds the graph index first: minutes on a shared CPU
 def test_rag_systems_end_to_end_with_the_embedded_model_offline(tmp_path, cache):
-    from data_agent_compare.app.config import RunConfig, resolve_models
+    from data_agent_compare.engine.config import RunConfig, resolve_models
 
     model = resolve_models(["local"], RunConfig())[0]
     # BND003 (orders in 2019) over the two documents it touches: the index of the whole corpus takes the

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import CallContext, DataSource, DataSourceKind, Gold, Message, ModelRequest, Task
 from data_agent_compare.core.task import QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, make_plan, no_network, read_records, registered_system, run_task
@@ -272,7 +272,7 @@ EMBEDDED = {
 @pytest.mark.slow
 @pytest.mark.parametrize(("system", "prefix"), [("lotus", "sem_"), ("docetl", "docetl_")])
 def test_system_end_to_end_with_the_embedded_model_offline(tmp_path, system, prefix):
-    from data_agent_compare.app.config import load_model_table
+    from data_agent_compare.engine.config import load_model_table
 
     task = next(t for t in load_tasks("bundled") if t.id == "BND003")
     with no_network() as attempts:
@@ -396,8 +396,8 @@ def test_scripted_pipeline_of_several_operators_over_rows_and_documents(tmp_path
 def test_library_operator_calls_reach_the_embedded_model_through_the_gateway(tmp_path, system, operator):
     """With a fixed plan (the embedded model's own plans rarely run), the library's operator prompts
     go to the embedded model: one per row, metered, offline."""
-    from data_agent_compare.app.config import load_model_table
     from data_agent_compare.core import SYSTEMS
+    from data_agent_compare.engine.config import load_model_table
 
     fixed = {
         "queries": [{"tool": "execute_sql", "arguments": {"sql": STORES.replace("LIMIT 12", "LIMIT 2")}}],

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import CallContext, Message, ModelRequest
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.core.task import QuestionType
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.reports.summary import markdown, summarize
 
 from helpers import load_tasks, make_plan

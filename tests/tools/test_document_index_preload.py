@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core import CallContext, Message, ModelRequest, ToolSettings
 from data_agent_compare.core.runlog import read_records
 from data_agent_compare.core.task import DataSourceKind
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 from data_agent_compare.tasks.bundled import BundledBenchmark
 from data_agent_compare.tools import documents

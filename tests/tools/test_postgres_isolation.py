@@ -204,7 +204,7 @@ def test_the_cli_refuses_a_postgres_url_role_that_cannot_create_roles_with_exit_
     flags = ["--benchmark", "dab", "--tasks-path", str(tasks), "--workflows", "tool_use"]
     flags += ["--models", "local", "--limit", "1", "--out", str(tmp_path / "run"), "--postgres-url", url]
     done = subprocess.run(
-        [sys.executable, "-m", "data_agent_compare.app", *flags], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "data_agent_compare.cli", *flags], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 2
     assert "error: the role of --postgres-url cannot create roles" in done.stderr

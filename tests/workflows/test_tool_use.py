@@ -2,9 +2,9 @@
 
 import json
 
-from data_agent_compare.app.runner import execute
 from data_agent_compare.core.model import CallContext, Message, ModelRequest
 from data_agent_compare.core.trace import Budgets
+from data_agent_compare.engine.runner import execute
 from data_agent_compare.providers.scripted import tool_call_message
 
 from helpers import load_tasks, make_plan, run_task, steps_taken

@@ -56,7 +56,7 @@ def test_the_published_layout_still_loads(bookreview: Path) -> None:
 
 
 def run_compare(tasks: Path, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "data_agent_compare.app", "--benchmark", "dab", "--tasks-path", str(tasks)]
+    command = [sys.executable, "-m", "data_agent_compare.cli", "--benchmark", "dab", "--tasks-path", str(tasks)]
     command += ["--workflows", "tool_use", "--models", "local", "--limit", "1", "--out", str(out), *flags]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
 

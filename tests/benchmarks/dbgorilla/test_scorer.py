@@ -328,7 +328,7 @@ def test_the_earlier_official_rule_compares_the_search_text_ignoring_case():
 def test_score_command_takes_the_earlier_rule_by_name(tmp_path):
     from typer.testing import CliRunner
 
-    from data_agent_compare.app.cli import app
+    from data_agent_compare.cli.main import app
 
     predictions = tmp_path / "predictions.jsonl"
     reworded = {**GOLD[6], "search_query": "candle-lit restaurants"}

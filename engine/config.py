@@ -83,11 +83,11 @@ class RunConfig(BaseModel):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     # Requests/tokens per minute by provider name or model alias (`core/limits.py`).
     limits: dict[str, RateLimit] = Field(default_factory=dict)
-    # Where units run (`app/executors.py`); auto: worker processes when a run is CPU-bound, else threads.
+    # Where units run (`engine/executors.py`); auto: worker processes when a run is CPU-bound, else threads.
     executor: Literal["auto", "thread", "process", "ray"] = "auto"
     workers: int | None = Field(default=None, ge=1, strict=True)  # `--executor process`: None = one per core
     ray_address: str | None = None  # `--executor ray`: a cluster to join; None starts a local one
-    # The run's benchmark's own settings (`Benchmark.settings_model`, app/benchmark_settings.py), under its
+    # The run's benchmark's own settings (`Benchmark.settings_model`, engine/benchmark_settings.py), under its
     # name: `dab: {hints: true}` in a config file; old top-level keys and flags (`--hints`) still set them.
     benchmark_settings: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
 
@@ -217,7 +217,7 @@ def named_systems(layer: dict[str, Any], source: str) -> dict[str, Any]:
 
 # Run configuration keys renamed since runs were recorded, old → new, each read as the new one ever since:
 # a recorded run that spells them the old way asked for the same thing. A benchmark's old top-level settings
-# (`hints`, ...) are its `settings_aliases` (app/benchmark_settings.py).
+# (`hints`, ...) are its `settings_aliases` (engine/benchmark_settings.py).
 RENAMED_KEYS = {"workflows": "systems"}
 
 

@@ -22,7 +22,7 @@ from .common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_WRITE_FAILED, fail
 
 if TYPE_CHECKING:
     from ...core.runlog import ResultRecord
-    from ..units import RunPlan
+    from ...engine.units import RunPlan
 
 
 class Terminated(KeyboardInterrupt):
@@ -37,10 +37,10 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
     """Run the plan's units (those not yet recorded, when resuming), then write its summary and report;
     the exit status: 1 if a unit ended with an error, else 0."""
     from ...core.runlog import RunLogError, read_records, redact_credentials
-    from ..config import ConfigError
-    from ..executors import executor_warnings
+    from ...engine.config import ConfigError
+    from ...engine.executors import executor_warnings
+    from ...engine.runner import RunProgress, RunWriteError, execute
     from ..plain_progress import PlainProgress
-    from ..runner import RunProgress, RunWriteError, execute
     from .reporting import write_report, write_summary
 
     console = common.console
@@ -167,9 +167,9 @@ def _price_warnings(plan: RunPlan) -> list[str]:
 
 def _sandbox_warnings(plan: RunPlan) -> list[str]:
     """Said before the run: model-written Python will be refused, or will run without a sandbox."""
+    from ...engine.runner import external_systems
     from ...tools.agent_sandbox import agent_sandbox_mode, agent_sandbox_problem
     from ...tools.python_sandbox import refusal, sandbox_mode, sandbox_problem
-    from ..runner import external_systems
 
     lines = []
     mode = sandbox_mode(plan.config.tools)
@@ -189,7 +189,7 @@ def _sandbox_warnings(plan: RunPlan) -> list[str]:
 def _stop(plan: RunPlan, stop: BaseException) -> None:
     """One line on how the run stopped and how to finish it; exit without joining threads that may
     still be inside a model call."""
-    from ..units import RunDirUnwritable, RunWriteError, WorkerLost
+    from ...engine.units import RunDirUnwritable, RunWriteError, WorkerLost
 
     finish = (
         f"results so far are in {plan.run_dir}. Finish with: compare resume {plan.run_dir}"

@@ -1,7 +1,7 @@
 """`compare run` (also plain `compare` with no verb): run systems × models on a benchmark into a run directory.
 
 ADD RUN FLAGS HERE: one field of `RunOptions` is one flag (its typer.Option says the flag's name and help).
-A field named like a key of the run configuration (app/config.py `RunConfig`) reaches that key as it is;
+A field named like a key of the run configuration (engine/config.py `RunConfig`) reaches that key as it is;
 one that must be reshaped (a comma list, a nested setting) says how in `RunOptions.overrides`."""
 
 from __future__ import annotations
@@ -139,8 +139,8 @@ RESHAPED = {
 
 def run(options: RunOptions) -> None:
     """Run systems × models on a benchmark and write a run directory."""
-    from ..config import ConfigError, load_run_config
-    from ..runner import plan_run  # loads the tools: not for --help
+    from ...engine.config import ConfigError, load_run_config
+    from ...engine.runner import plan_run  # loads the tools: not for --help
     from .running import run_plan
 
     try:

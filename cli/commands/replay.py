@@ -24,8 +24,8 @@ class ReplayOptions:
 
 def replay(options: ReplayOptions) -> None:
     """Re-run a run directory's systems on its recorded model responses (no model is asked)."""
-    from ..config import ConfigError
-    from ..runner import plan_replay
+    from ...engine.config import ConfigError
+    from ...engine.runner import plan_replay
     from .running import run_plan
 
     try:

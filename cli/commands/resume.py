@@ -37,8 +37,8 @@ class ResumeOptions:
 
 def resume(options: ResumeOptions) -> None:
     """Finish an interrupted run with the configuration in its manifest (a replay goes on replaying)."""
-    from ..config import ConfigError, load_plugins
-    from ..runner import plan_replay, plan_run, replayed_run, resumed_config
+    from ...engine.config import ConfigError, load_plugins
+    from ...engine.runner import plan_replay, plan_run, replayed_run, resumed_config
     from .running import run_plan
 
     out = str(options.run_dir)

@@ -1,7 +1,7 @@
-"""The `compare` command: one verb per module in `app/commands/`, put together here.
+"""The `compare` command: one verb per module in `cli/commands/`, put together here.
 
     compare [--workflows tool_use,...|all] [--models local,...] [--benchmark bundled] [--limit N] [--out DIR]
-    compare run ...                   the same: a run of systems × models on a benchmark (app/commands/run.py)
+    compare run ...                   the same: a run of systems × models on a benchmark (cli/commands/run.py)
     compare resume RUN_DIR            finish an interrupted run with the configuration in its manifest
     compare resume RUN_DIR --retry-errors   also run again its units that ended infra_error
     compare replay RUN_DIR            re-run a run's systems on its recorded model responses (no model)

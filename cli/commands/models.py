@@ -36,7 +36,7 @@ class ModelsOptions:
 def models(options: ModelsOptions) -> None:
     """The model aliases of configs/models.yaml: provider, model id and prices (USD per million tokens)."""
     from ...core.model import PROVIDERS, unpriced
-    from ..config import ConfigError, load_model_table
+    from ...engine.config import ConfigError, load_model_table
 
     if options.prices_from_openrouter:
         _refresh_prices(options.models_file)
@@ -68,9 +68,9 @@ def _per_mtok(price: Price) -> str:
 
 
 def _refresh_prices(models_file: Path | None) -> None:
-    """Write OpenRouter's current prices into the alias table (`app/prices.py` says which and how)."""
-    from ..config import ConfigError
-    from ..prices import PriceRefreshError, fetch_prices, openrouter_key, refresh_table, shipped_models_file
+    """Write OpenRouter's current prices into the alias table (`engine/prices.py` says which and how)."""
+    from ...engine.config import ConfigError
+    from ...engine.prices import PriceRefreshError, fetch_prices, openrouter_key, refresh_table, shipped_models_file
 
     path = models_file or shipped_models_file()
     try:

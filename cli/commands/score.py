@@ -58,8 +58,8 @@ def score(options: ScoreOptions) -> None:
     (twice for one run, in a format with runs), is refused with exit status 2 naming the entries.
     Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
     from ...core.benchmark import BenchmarkError
+    from ...engine.scoring import aggregate_table, finish, metric_table, read_inputs, score_predictions, write_aggregate
     from ...evaluators.submissions import FORMATS, SubmissionError
-    from ..scoring import aggregate_table, finish, metric_table, read_inputs, score_predictions, write_aggregate
 
     bench = benchmark_at(options.benchmark, options.tasks_path or options.tasks)
     scorers = _scorers_of(bench, options.rule)

@@ -10,7 +10,6 @@ cannot move the cursor, clear the screen, retitle the window or hide a line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -27,29 +26,17 @@ class TerminalConsole(Console):
 
 
 def sanitize_log_records() -> None:
-    """From now on every log record this process makes carries a terminal-safe message, traceback and stack:
-    made safe where records are made (the record factory), so no library's handler, Python's last-resort
-    handler included, can print an escape sequence. Idempotent."""
+    """From now on every log record this process makes is terminal-safe (`core/sanitize.py` `safe_log_record`),
+    made so where records are made (the record factory), so no library's handler, Python's last-resort handler
+    included, can print an escape sequence. The core is loaded with the first record: `--help` makes none."""
     previous = logging.getLogRecordFactory()
-    if not getattr(previous, "terminal_safe", False):
-        logging.setLogRecordFactory(_safe_records(previous))
+    if getattr(previous, "terminal_safe", False):
+        return
 
-
-def _safe_records(make: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
     def make_safe(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        from ..core.sanitize import terminal_text
+        from ..core.sanitize import safe_log_record
 
-        record = make(*args, **kwargs)
-        try:
-            message = record.getMessage()
-        except Exception:  # arguments that do not fit the format: logging reports that itself, as it would
-            return record
-        record.msg, record.args = terminal_text(message), None
-        if record.exc_info and not record.exc_text:  # the traceback quotes the exception's message
-            record.exc_text = terminal_text(logging.Formatter().formatException(record.exc_info))
-        if record.stack_info:
-            record.stack_info = terminal_text(record.stack_info)
-        return record
+        return safe_log_record(previous(*args, **kwargs))
 
     make_safe.terminal_safe = True  # type: ignore[attr-defined]
-    return make_safe
+    logging.setLogRecordFactory(make_safe)

@@ -84,8 +84,8 @@ def split(value: str | None) -> list[str] | None:
 
 
 def load_plugins(plugins: list[str] | None) -> None:
-    from ..config import ConfigError
-    from ..config import load_plugins as load
+    from ...engine.config import ConfigError
+    from ...engine.config import load_plugins as load
 
     try:
         load(plugins or [])

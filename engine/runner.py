@@ -545,7 +545,7 @@ def _run_pending(
     model_load_s: dict[str, float] | None = None,
     executor_note: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
-    """Run the pending units on the configured executor (`app/executors.py`), `concurrency` at a time, taken
+    """Run the pending units on the configured executor (`engine/executors.py`), `concurrency` at a time, taken
     fairly across systems (`FairQueue`); each record is written here, in this process, as it arrives. The
     model load times a worker process or actor sends go into `model_load_s` (the manifest's)."""
     model_load_s = model_load_s if model_load_s is not None else {}

@@ -68,7 +68,7 @@ def _failure_judge(name: str | None) -> Any:
     if name is None:
         return None
     from ...core.model import get_provider
-    from ..config import ConfigError, RunConfig, missing_api_keys, resolve_models
+    from ...engine.config import ConfigError, RunConfig, missing_api_keys, resolve_models
 
     try:
         model = resolve_models([name], RunConfig())[0]

@@ -23,8 +23,8 @@ def rescore(options: RescoreOptions) -> None:
     """Score a run's records again with today's scorers into a new run directory (with its summary and
     report); its manifest records the scorer versions before and after."""
     from ...core.runlog import RunLogError
-    from ..config import ConfigError
-    from ..rescore import rescore as score_again
+    from ...engine.config import ConfigError
+    from ...engine.rescore import rescore as score_again
 
     try:
         done = score_again(options.run_dir, options.out)

@@ -1,5 +1,5 @@
 """Where units run: threads of this process (`--executor thread`, the default), worker processes
-(`--executor process`) or a Ray cluster (`--executor ray`). The runner (`app/runner.py`) decides which unit
+(`--executor process`) or a Ray cluster (`--executor ray`). The runner (`engine/runner.py`) decides which unit
 runs next (fairly across systems) and keeps everything that makes a run one run: the lock on the run
 directory, the manifest, and the one `RunLogWriter` that writes each record and trace as it arrives. An
 executor only runs `run_unit` somewhere and hands back (record, trace, judge trace).
@@ -43,13 +43,13 @@ from ..core.benchmark import create_benchmark
 from ..core.context import EndpointFactory
 from ..core.model import ModelConfig
 from ..core.runlog import CALLS_FILE, RunLogWriter, SpentCall, UnitKey
+from ..core.sanitize import install_safe_log_records
 from ..core.system import create_system, prepare_systems, system_name
 from ..core.task import Task
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
 from ..tools import prepare_tools
 from .config import RunConfig, load_plugins
-from .terminal import sanitize_log_records
 from .units import Attempts, RunPlan, Unit, UnitResult, prepare_imports, prepare_models, run_unit, setup_provider
 
 
@@ -268,7 +268,7 @@ def _alive(pid: int) -> bool:
 def _start_worker(payload: WorkerPlan) -> None:
     global _WORKER
     _die_with(payload.run_pid)
-    sanitize_log_records()  # its stderr is the run's terminal too
+    install_safe_log_records()  # its stderr is the run's terminal too
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it stops the workers
     plan, loaded = payload.build()
     journal = AppendJournal(plan.run_dir / CALLS_FILE)

@@ -28,8 +28,8 @@ class ImportOptions:
 def import_run(options: ImportOptions) -> None:
     """Turn published agent trajectories into a run directory every other command reads (compare report)."""
     from ...core.benchmark import BenchmarkError
+    from ...engine.importer import IMPORT_FORMATS, ImportFailed, import_trajectories
     from ...tasks.dab_trajectories import BENCHMARK
-    from ..importer import IMPORT_FORMATS, ImportFailed, import_trajectories
 
     if options.fmt not in IMPORT_FORMATS:
         raise fail(f"unknown import format {options.fmt!r} (known: {', '.join(IMPORT_FORMATS)})")
