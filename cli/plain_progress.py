@@ -20,7 +20,7 @@ MIN_GAP_S = 5.0  # finished units print at most one line this often (fast units 
 
 
 class Counts(Protocol):
-    """What a plain line reads of the run's progress (a `runner.RunProgress`)."""
+    """What a plain line reads of the run's progress (an engine `RunProgress`)."""
 
     total: int
     done: int

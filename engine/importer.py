@@ -119,7 +119,11 @@ def _manifest(
     hints = bool(benchmark.options.get("hints")) if benchmark is not None else False
     budgets = Budgets(**published.HARNESS_BUDGETS)
     config = RunConfig(
-        workflows=systems, models=models, benchmark=published.BENCHMARK, tasks_path=tasks_path, hints=hints,
+        workflows=systems,
+        models=models,
+        benchmark=published.BENCHMARK,
+        tasks_path=tasks_path,
+        hints=hints,
         budgets=budgets,
     )
     return Manifest(
@@ -132,9 +136,7 @@ def _manifest(
         config=config.model_dump(mode="json"),
         models=[ModelConfig(alias=m, provider="dab-published", model_id=m) for m in models],
         budgets=budgets,
-        systems={
-            name: {"kind": "imported", "agent": published.AGENT, "imported": imported_from} for name in systems
-        },
+        systems={name: {"kind": "imported", "agent": published.AGENT, "imported": imported_from} for name in systems},
         benchmark=published.BENCHMARK,
         task_ids=sorted({t.task_id for t in trials}),
         units=len(trials),

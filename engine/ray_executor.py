@@ -192,20 +192,17 @@ class Capacity:
         return {"actors_asked": self.asked, "capacity": self.changes, "lost_attempts": self.lost_attempts}
 
 
-def _say(line: str) -> None:
-    print(f"ray: {line}", file=sys.stderr, flush=True)
-
-
 class RayExecutor:
     """Units on up to `concurrency` Ray actors, each unit sent to an idle actor that is up (module docstring).
-    `note` receives the manifest's `executor` description whenever it changes; `say` prints a line."""
+    `note` receives the manifest's `executor` description whenever it changes;
+    `say` takes a line for a person (the runner's `Notice` events)."""
 
     def __init__(
         self,
         plan: RunPlan,
         pending: list[Unit],
         note: Callable[[dict[str, Any]], None] | None = None,
-        say: Callable[[str], None] = _say,
+        say: Callable[[str], None] = lambda _: None,
     ) -> None:
         workers = max(1, min(plan.config.concurrency, len(pending)))
         self.note, self.say = note or (lambda _: None), say
@@ -221,8 +218,8 @@ class RayExecutor:
         self.run_dir = Path(plan.run_dir).resolve()
         self.journal_start = _size(self.run_dir / CALLS_FILE)  # this session's lost attempts are journaled after
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.journal = ray.remote(num_cpus=0)(_Journal).options(scheduling_strategy=here).remote(
-            str(self.run_dir / CALLS_FILE)
+        self.journal = (
+            ray.remote(num_cpus=0)(_Journal).options(scheduling_strategy=here).remote(str(self.run_dir / CALLS_FILE))
         )
         payload = WorkerPlan.of(plan, pending, workers)
         plugins = {p: Path(p).read_text(encoding="utf-8") for p in plan.config.plugins if p.endswith(".py")}
@@ -497,8 +494,11 @@ def suite_module(staging: Path) -> str:
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         top = Path(folder) == root
-        return {n for n in names if n.startswith(".") or n == "__pycache__" or n.endswith((".pyc", ".egg-info"))
-                or (top and n in left_out)}
+        return {
+            n
+            for n in names
+            if n.startswith(".") or n == "__pycache__" or n.endswith((".pyc", ".egg-info")) or (top and n in left_out)
+        }
 
     shutil.copytree(root, target, ignore=ignore)
     return str(target)

@@ -16,13 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import statistics
-import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import BrokenExecutor, Future
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from queue import Empty, SimpleQueue
@@ -77,6 +74,7 @@ from .config import (
     missing_api_keys,
     resolve_models,
 )
+from .events import Events, ExecutorChosen, Listener, Notice, RunFinished, StageStarted, UnitFinished, UnitStarted
 from .identity import identity_differences, run_identity
 from .input_checks import check_run_inputs, check_task_ids
 from .units import (
@@ -416,20 +414,18 @@ def resumed_config(out: str, **given: str | None) -> RunConfig:
 
 # ---------------------------------------------------------------- executing a plan
 
-ProgressCallback = Callable[[ResultRecord], None]
-
 
 def execute(
     plan: RunPlan,
     *,
-    on_result: ProgressCallback | None = None,
+    listeners: Iterable[Listener] = (),
     resume: bool = False,
-    progress: RunProgress | None = None,
     allow_drift: bool = False,
 ) -> Manifest:
-    """Run every unit not yet in the run directory, holding its lock; returns the final manifest.
-    Raises RunDirBusy (a RunLogError) when another process holds the run directory, ConfigError when a
-    resume or replay would mix runs (`allow_drift`: go on, and record what changed)."""
+    """Run every unit not yet in the run directory, holding its lock; returns the final manifest. Each of
+    `listeners` is given the run's events in order (`engine/events.py`). Raises RunDirBusy (a RunLogError)
+    when another process holds the run directory, ConfigError when a resume or replay would mix runs
+    (`allow_drift`: go on, and record what changed)."""
     lock = RunDirLock(plan.run_dir)
     try:
         lock.acquire()
@@ -437,14 +433,12 @@ def execute(
         why = failure.strerror or str(failure)
         raise RunDirUnwritable(f"cannot write the run directory {plan.run_dir}: {why}") from failure
     try:
-        return _execute(plan, on_result, resume, progress, allow_drift)
+        return _execute(plan, Events(listeners), resume, allow_drift)
     finally:
         lock.release()
 
 
-def _execute(
-    plan: RunPlan, on_result: ProgressCallback | None, resume: bool, progress: RunProgress | None, allow_drift: bool
-) -> Manifest:
+def _execute(plan: RunPlan, emit: Events, resume: bool, allow_drift: bool) -> Manifest:
     existing, _ = read_records(plan.run_dir)
     if existing and not resume:
         raise ConfigError(f"{plan.run_dir} already holds results; use --resume to finish it or another --out")
@@ -475,8 +469,8 @@ def _execute(
         done = {record.key for record in existing} - plan.retried.keys()
         set_aside_traces(plan.run_dir, list(plan.retried.values()))
         pending = [u for u in plan.units() if u.key not in done]
-        stage = progress.preparing if progress is not None else (lambda _: None)
-        _settle_executor(plan, manifest, len(pending))
+        stage = lambda what: emit(StageStarted(what))  # noqa: E731
+        _settle_executor(plan, manifest, len(pending), emit)
         # A replay loads no model; worker processes load their own and report it with their first unit.
         stage("loading models")
         manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else prepare_models(plan)
@@ -498,7 +492,7 @@ def _execute(
         prepare_imports(plan)
         stage("")
         note = manifest.executor.update  # how units ran (the executor's own account, e.g. Ray's capacity)
-        _run_pending(plan, pending, writer, on_result, endpoint.open_session, progress, manifest.model_load_s, note)
+        _run_pending(plan, pending, writer, emit, endpoint.open_session, manifest.model_load_s, note)
         manifest.status = "completed"
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (the CLI raises a KeyboardInterrupt for it)
         manifest.status = "interrupted"
@@ -520,6 +514,7 @@ def _execute(
         if writer is not None:
             manifest.finished_at = utc_now()
             writer.close_with(manifest)
+        emit(RunFinished(plan.run_dir, manifest.status))
     return manifest
 
 
@@ -539,9 +534,8 @@ def _run_pending(
     plan: RunPlan,
     pending: list[Unit],
     writer: RunLogWriter,
-    on_result: ProgressCallback | None,
+    emit: Events,
     endpoint: EndpointFactory,
-    progress: RunProgress | None = None,
     model_load_s: dict[str, float] | None = None,
     executor_note: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
@@ -551,8 +545,8 @@ def _run_pending(
     model_load_s = model_load_s if model_load_s is not None else {}
     if not pending:  # a finished run resumed: no worker or cluster to start
         return
-    executor = create_executor(plan, pending, writer, endpoint, executor_note)
-    queue, progress = FairQueue(pending), progress or RunProgress(total=len(pending))
+    executor = create_executor(plan, pending, writer, endpoint, executor_note, emit)
+    queue = FairQueue(pending)
     running: dict[Future[UnitResult], tuple[Unit, float]] = {}
     # Each future puts itself here when it finishes: taking one result costs the same at 256 units in flight
     # as at 1 (`concurrent.futures.wait` over every future in flight took 75 µs a result at 256).
@@ -563,7 +557,7 @@ def _run_pending(
         if unit is not None:
             future = executor.submit(unit)
             running[future] = (unit, time.monotonic())
-            progress.in_flight = len(running)
+            emit(UnitStarted(unit.task.id, unit.system, unit.model.alias, unit.epoch, len(running)))
             future.add_done_callback(finished.put)
 
     try:
@@ -580,9 +574,7 @@ def _run_pending(
             keep_earlier_spend(record, plan.retried.get(unit.key))
             writer.append(record, trace, judge_trace)
             model_load_s.update(loaded or {})
-            progress.add(record, time.monotonic() - started, len(running))
-            if on_result:
-                on_result(record)
+            emit(UnitFinished(record, time.monotonic() - started, len(running)))
             submit_next()
     except BaseException:
         # Interrupted, or the run directory cannot be written: do not wait for the tasks in flight
@@ -624,15 +616,15 @@ def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> No
     record.retried_attempts = [*earlier.retried_attempts, *([earlier.attempt] if earlier.attempt else [])]
 
 
-def _settle_executor(plan: RunPlan, manifest: Manifest, units: int) -> None:
+def _settle_executor(plan: RunPlan, manifest: Manifest, units: int, emit: Events) -> None:
     """`--executor auto` (the default) becomes threads or worker processes for this run (`choose_executor`):
-    said at the start, kept in the manifest (`executor.kind`, `executor.why`)."""
+    told at the start (`ExecutorChosen`), kept in the manifest (`executor.kind`, `executor.why`)."""
     from .executors import executor_line, resolve_executor
 
     auto = plan.config.executor == "auto"
     manifest.executor.update(resolve_executor(plan, units))
     if auto and units:
-        print(executor_line(manifest.executor), file=sys.stderr, flush=True)
+        emit(ExecutorChosen(str(manifest.executor.get("kind")), executor_line(manifest.executor)))
 
 
 def create_executor(
@@ -641,9 +633,11 @@ def create_executor(
     writer: RunLogWriter,
     endpoint: EndpointFactory,
     note: Callable[[dict[str, Any]], None] | None = None,
+    emit: Listener | None = None,
 ) -> Executor:
     """The executor `--executor` names; worker processes and Ray are imported only when asked for. `note`
-    takes what an executor says of how it ran, for the manifest (Ray: the actors running and waiting)."""
+    takes what an executor says of how it ran, for the manifest (Ray: the actors running and waiting); what
+    it says to a person goes to `emit` as a `Notice`."""
     from .executors import ProcessExecutor, ThreadExecutor
 
     kind = plan.config.executor
@@ -652,7 +646,8 @@ def create_executor(
     if kind == "ray":
         from .ray_executor import RayExecutor
 
-        return RayExecutor(plan, pending, note)
+        tell = emit or (lambda _: None)
+        return RayExecutor(plan, pending, note, say=lambda line: tell(Notice(f"ray: {line}")))
     return ThreadExecutor(plan, writer, endpoint)
 
 
@@ -686,46 +681,3 @@ class FairQueue:
 
     def done(self, unit: Unit) -> None:
         self.in_flight[unit.system] -= 1
-
-
-FAILED_STATUSES = ("error", "infra_error", "replay_miss")
-
-
-@dataclass
-class RunProgress:
-    """What the progress line shows, updated by the runner as units start and finish (this session's units;
-    `done` starts at the units a resumed run already had)."""
-
-    total: int
-    done: int = 0
-    failed: int = 0
-    in_flight: int = 0
-    retries: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0  # of the units whose cost is known
-    cost_unknown: int = 0  # units (or their judging) whose cost is unknown: a model without a price
-    unit_s: list[float] = field(default_factory=list)  # each finished unit's time from submission to its record
-    stage: str = ""  # what the run does before its first unit ("" once units run)
-
-    def preparing(self, stage: str) -> None:
-        self.stage = stage
-
-    def add(self, record: ResultRecord, seconds: float, in_flight: int) -> None:
-        usage = record.usage
-        self.done += 1
-        self.failed += record.status in FAILED_STATUSES
-        self.in_flight = in_flight
-        self.retries += record.retries
-        self.tokens += usage.total_tokens
-        costs = [usage.cost_usd, *([record.judge_usage.cost_usd] if record.judge_usage else [])]
-        self.cost_usd += sum(cost for cost in costs if cost is not None)
-        self.cost_unknown += None in costs
-        self.unit_s.append(seconds)
-
-    def eta_s(self) -> float | None:
-        """The median unit time × the waves of `in flight` units still needed; None before a unit finished."""
-        left = self.total - self.done
-        if not self.unit_s or left <= 0:
-            return None if left > 0 else 0.0
-        slots = max(1, self.in_flight)
-        return statistics.median(self.unit_s) * -(-left // slots)

@@ -8,7 +8,7 @@ names one, the scores, and the publisher's own figure for that entry when the fi
 (DBGorilla's `average_ast_score`), in `KNOWN_FIGURES` (a leaderboard row, by the file's SHA-256) or
 given with `--published` — the output says whether ours reproduces it.
 
-The means table (`metric_table`) is over tasks: a task's predictions (its runs or epochs) are averaged first
+The means (`metric_means`) is over tasks: a task's predictions (its runs or epochs) are averaged first
 and the 95% bootstrap interval resamples tasks, so repeating a task is never counted as more evidence; it
 says how its mean relates to the benchmark's own aggregate (`Benchmark.aggregate_rule`). Scorers that measure
 the run itself (`Benchmark.run_scorers`: tool success) are not applied to predictions made elsewhere. The
@@ -23,8 +23,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from rich.table import Table
 
 from ..core.benchmark import Benchmark
 from ..core.scorer import HEDGED, score
@@ -197,22 +195,32 @@ def prediction_scorers(bench: Benchmark, scorers: tuple[str, ...]) -> tuple[str,
 NOT_SCORES = {"epoch", "run"}  # a row's epoch and run number it; they are no score
 
 
-def metric_table(rows: list[dict[str, Any]], bench: Benchmark) -> tuple[Table, list[str]]:
-    """Every score's mean over tasks (a task's runs averaged first) with a 95% bootstrap interval over tasks,
-    and the lines that say how these means relate to the benchmark's own aggregate."""
+@dataclass(frozen=True)
+class MetricMean:
+    """One score's mean over tasks (a task's runs averaged first), with its 95% bootstrap interval over tasks
+    (NaN bounds when it cannot be computed: one task)."""
+
+    metric: str
+    tasks: int
+    predictions: int
+    mean: float
+    low: float
+    high: float
+
+
+def metric_means(rows: list[dict[str, Any]], bench: Benchmark) -> tuple[list[MetricMean], list[str]]:
+    """Every score's mean over tasks, and the lines that say how these means relate to the benchmark's own
+    aggregate."""
     from ..evaluators.statistics import bootstrap_ci  # numpy: only when scoring
 
-    table = Table(title="Scores (mean over tasks, 95% bootstrap CI over tasks)")
-    for column in ("metric", "tasks", "predictions", "mean", "95% CI"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+    means = []
     numeric = {key for row in rows for key, value in row.items() if _is_score(value)}
     for metric in sorted(numeric - NOT_SCORES):
         by_task = _task_means(rows, metric)
         predictions = sum(_is_score(row.get(metric)) for row in rows)
         mean, low, high = bootstrap_ci(list(by_task.values()))
-        interval = "–" if low != low else f"[{low:.3f}, {high:.3f}]"
-        table.add_row(metric, str(len(by_task)), str(predictions), f"{mean:.3f}", interval)
-    return table, _relation_lines(rows, bench)
+        means.append(MetricMean(metric, len(by_task), predictions, mean, low, high))
+    return means, _relation_lines(rows, bench)
 
 
 def _is_score(value: Any) -> bool:
@@ -235,21 +243,3 @@ def _relation_lines(rows: list[dict[str, Any]], bench: Benchmark) -> list[str]:
     if bench.aggregate_rule:
         lines.append(f"The leaderboard aggregate below is the benchmark's own: {bench.aggregate_rule}; it can differ.")
     return lines
-
-
-def aggregate_table(title: str, metrics: dict[str, Any], digits: int) -> Table:
-    """The aggregate at the leaderboard's precision; an unrounded value (named so) at full precision."""
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for name, value in metrics.items():
-        table.add_row(name, _shown(name, value, digits))
-    return table
-
-
-def _shown(name: str, value: Any, digits: int) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.6f}" if name.endswith("unrounded") else f"{value:.{digits}f}"
-    return str(value)

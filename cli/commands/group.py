@@ -128,4 +128,3 @@ class RecordedRunCommand(VerbCommand):
             f"{mode} runs with the recorded configuration of the run and takes no {', '.join(unknown)}"
             f" (only {', '.join(takes)}); to change the configuration, start a new run with another --out"
         )
-

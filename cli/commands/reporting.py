@@ -12,35 +12,28 @@ from . import common
 from .common import EXIT_WRITE_FAILED, fail
 
 if TYPE_CHECKING:
-    from ...core.runlog import ResultRecord, RunLog
+    from ...core.runlog import RunLog
 
 
 def write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Path | None = None) -> RunLog:
     """Write summary.md (into `to` or the run directory) and print the table; returns the run log it read."""
-    from ...core.runlog import RunLogError, read_run
-    from ...reports import markdown, pairwise, rich_table, summarize  # numpy and the report code: not at start
+    from ...core.runlog import RunLogError
+    from ...engine import outputs
+    from ...reports import rich_table
     from ...reports.summary import warning_lines
 
     console = common.console
     try:
-        run = read_run(run_dir)
+        written = outputs.write_summary(run_dir, infra_errors_as_failures, to)
     except RunLogError as problem:
         raise fail(str(problem)) from None
-    for warning in run.warnings:
+    for warning in written.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-    counting = {"infra_errors_as_failures": infra_errors_as_failures}
-    rows = summarize(run.records, **counting)
-    extra = _benchmark_lines(run.manifest.benchmark, run.records) + _spend_lines(run)
-    summary = markdown(rows, run.manifest, pairwise(run.records, **counting), run.records, extra, **counting)
-    if to is not None:
-        to.mkdir(parents=True, exist_ok=True)
-    summary_file = (to or run_dir) / "summary.md"
-    summary_file.write_text(summary, encoding="utf-8")
-    print_whole(rich_table(rows))
-    for line in warning_lines(rows):  # "lotus/gpt-5: 12 of 37 answered without running an operator"
+    print_whole(rich_table(written.rows))
+    for line in warning_lines(written.rows):  # "lotus/gpt-5: 12 of 37 answered without running an operator"
         console.print(f"[yellow]main step skipped:[/yellow] {line.removeprefix('- ')}", highlight=False)
-    console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {summary_file}", highlight=False)
-    return run
+    console.print(f"results: {run_dir / 'results.jsonl'}\nsummary: {written.path}", highlight=False)
+    return written.run
 
 
 def write_report(
@@ -53,11 +46,12 @@ def write_report(
 ) -> None:
     """The comparison report; after a run, a report that cannot be built is a warning, not the run's failure."""
     from ...core.runlog import redact_credentials
-    from ...reports import ReportError, build_report  # charts and the browser bundle load only when needed
+    from ...engine.outputs import write_report as build
+    from ...reports import ReportError
 
     console = common.console
     try:
-        files = build_report(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge)
+        files = build(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge)
     except (ReportError, OSError) as problem:
         if at_end_of_run:
             text = f"warning: no report: {redact_credentials(str(problem))}"
@@ -89,41 +83,3 @@ def print_whole(table: Table) -> None:
     from ...reports.summary import table_width
 
     wider(table_width(table)).print(table)
-
-
-def _spend_lines(run: RunLog) -> list[str]:
-    """What the records' costs leave out (calls.jsonl): calls no model answered (the cache, a replay),
-    and the spend of unit attempts interrupted before their record — paid for, in no result."""
-    lines = []
-    if run.cached_calls:
-        lines += [
-            "## Model calls answered without a model",
-            "",
-            f"- {run.cached_calls} of {run.journaled_calls} model call(s) were answered by the response cache or"
-            " a replay: they cost 0 here (each trace step keeps what the original call cost).",
-            "",
-        ]
-    if run.interrupted:
-        usage, calls = run.interrupted_usage(), sum(a.model_calls for a in run.interrupted)
-        in_flight = sum(a.in_flight_calls for a in run.interrupted)
-        unknown = f"; {in_flight} more call(s) were in flight when the run stopped (usage unknown)" if in_flight else ""
-        cost = "$– (unknown: a model without a price)" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
-        lines += [
-            "## Spent on interrupted units (not in the results)",
-            "",
-            f"- {len(run.interrupted)} attempt(s) stopped before their record, re-run by --resume: {calls} model"
-            f" call(s), {usage.input_tokens} input / {usage.output_tokens} output tokens, {cost}{unknown}.",
-        ]
-    return lines
-
-
-def _benchmark_lines(name: str, records: list[ResultRecord]) -> list[str]:
-    """The benchmark's own summary section; none when the benchmark is not registered here."""
-    from ...core.benchmark import BENCHMARKS
-
-    if name not in BENCHMARKS:
-        common.console.print(
-            f"[yellow]warning:[/yellow] benchmark {name!r} is not registered: its own section is left out"
-        )
-        return []
-    return BENCHMARKS.load(name).report_lines(records)

@@ -38,8 +38,10 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
     the exit status: 1 if a unit ended with an error, else 0."""
     from ...core.runlog import RunLogError, read_records, redact_credentials
     from ...engine.config import ConfigError
+    from ...engine.events import ExecutorChosen, Notice, RunEvent, UnitFinished
     from ...engine.executors import executor_warnings
-    from ...engine.runner import RunProgress, RunWriteError, execute
+    from ...engine.progress import RunProgress
+    from ...engine.runner import RunWriteError, execute
     from ..plain_progress import PlainProgress
     from .reporting import write_report, write_summary
 
@@ -68,17 +70,22 @@ def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) 
     with RunProgressDisplay(counts, *columns, console=console, transient=False) as progress, plain or nullcontext():
         progress.bar = progress.add_task("running", total=units, completed=already)
 
-        def on_result(record: ResultRecord) -> None:
-            em = record.scores.get("exact_match")
-            mark = "" if em is None else f" EM={em:.0f}"
-            description = f"{record.system}/{record.model} {record.task_id} {record.status}{mark}"
-            progress.last = description  # the bar takes it, and the count, when it draws
-            if plain is not None:
-                plain.unit_finished(description)
+        def show(event: RunEvent) -> None:
+            if isinstance(event, ExecutorChosen | Notice):
+                line = event.line if isinstance(event, ExecutorChosen) else event.text
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
+            if isinstance(event, UnitFinished):
+                record = event.record
+                em = record.scores.get("exact_match")
+                mark = "" if em is None else f" EM={em:.0f}"
+                description = f"{record.system}/{record.model} {record.task_id} {record.status}{mark}"
+                progress.last = description  # the bar takes it, and the count, when it draws
+                if plain is not None:
+                    plain.unit_finished(description)
 
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            execute(plan, on_result=on_result, resume=resume, progress=counts, allow_drift=allow_drift)
+            execute(plan, listeners=[counts, show], resume=resume, allow_drift=allow_drift)
         except (ConfigError, RunLogError) as problem:
             raise fail(str(problem)) from None
         except (KeyboardInterrupt, RunWriteError) as stop:
@@ -116,7 +123,7 @@ class RunProgressDisplay(Progress):
     """The progress bar (last unit, bar, units done of all, elapsed) and under it one line of the run's
     counts: in flight, failed, retries, tokens, cost and the ETA (`progress_line`)."""
 
-    def __init__(self, counts: Any, *columns: Any, **options: Any) -> None:  # counts: a runner.RunProgress
+    def __init__(self, counts: Any, *columns: Any, **options: Any) -> None:  # counts: an engine RunProgress
         self.counts = counts  # before Progress.__init__, which renders once
         self.bar: TaskID | None = None
         self.last = "running"  # the last unit's line
@@ -136,7 +143,7 @@ def _plain_line(line: str) -> None:
 
 
 def progress_line(counts: Any) -> str:
-    """`2 in flight · 1 failed · 3 retries · 12.3k tok · $0.0123 · ETA 0:00:25` (a runner.RunProgress), or
+    """`2 in flight · 1 failed · 3 retries · 12.3k tok · $0.0123 · ETA 0:00:25` (an engine RunProgress), or
     what the run prepares before its first unit."""
     if counts.stage:
         return f"{counts.stage} …"

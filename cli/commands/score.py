@@ -19,9 +19,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ScoreOptions:
     benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")]
-    tasks_path: Annotated[
-        Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")
-    ] = None
+    tasks_path: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None
     tasks: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --tasks-path.")] = None
     predictions: Annotated[
         Path,
@@ -58,8 +56,9 @@ def score(options: ScoreOptions) -> None:
     (twice for one run, in a format with runs), is refused with exit status 2 naming the entries.
     Exit status 1 when a line of our JSONL could not be read or a scorer failed (the others are scored)."""
     from ...core.benchmark import BenchmarkError
-    from ...engine.scoring import aggregate_table, finish, metric_table, read_inputs, score_predictions, write_aggregate
+    from ...engine.scoring import finish, metric_means, read_inputs, score_predictions, write_aggregate
     from ...evaluators.submissions import FORMATS, SubmissionError
+    from ..score_tables import aggregate_table, means_table
 
     bench = benchmark_at(options.benchmark, options.tasks_path or options.tasks)
     scorers = _scorers_of(bench, options.rule)
@@ -85,8 +84,8 @@ def score(options: ScoreOptions) -> None:
     except (BenchmarkError, SubmissionError) as problem:  # nothing to score, or a malformed submission
         raise fail(str(problem)) from None
     output = common.output
-    means, relation = metric_table(run.rows, bench)
-    output.print(means)
+    means, relation = metric_means(run.rows, bench)
+    output.print(means_table(means))
     for line in relation:
         output.print(line, highlight=False, soft_wrap=True, markup=False)
     aggregate = bench.aggregate(run.scored)

@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class TasksOptions:
     benchmark: Annotated[str, typer.Option(help="A benchmark name (compare benchmarks).")]
-    tasks_path: Annotated[
-        Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")
-    ] = None
+    tasks_path: Annotated[Path | None, typer.Option(help="The benchmark's task files (not needed for bundled).")] = None
     path: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --tasks-path.")] = None
     as_json: Annotated[bool, typer.Option("--json", help="Print the report (with every task id) as JSON.")] = False
     ids: Annotated[bool, typer.Option("--ids", help="Print the task ids, one a line (with level and type).")] = False

@@ -24,8 +24,10 @@ from data_agent_compare.core import Answer, CallContext, Message, ModelConfig, M
 from data_agent_compare.core.limits import RateLimiter
 from data_agent_compare.core.runlog import read_run
 from data_agent_compare.engine.config import ConfigError, RunConfig, load_run_config
+from data_agent_compare.engine.events import UnitFinished
 from data_agent_compare.engine.executors import choose_executor
-from data_agent_compare.engine.runner import FairQueue, RunProgress, execute, plan_run
+from data_agent_compare.engine.progress import RunProgress
+from data_agent_compare.engine.runner import FairQueue, execute, plan_run
 from data_agent_compare.engine.units import Unit
 from data_agent_compare.providers.scripted import tool_call_message
 
@@ -289,7 +291,7 @@ def test_the_progress_line_shows_in_flight_failed_retries_tokens_cost_and_eta_sc
         plan = make_plan(tmp_path, tasks, scripted_model(answer_after_one_call), ["test_one_call"], concurrency=2)
         counts = RunProgress(total=6, done=2)  # a resumed run: 2 units were already there
         lines = []
-        execute(plan, progress=counts, on_result=lambda record: lines.append(progress_line(counts)))
+        execute(plan, listeners=[counts, lambda e: isinstance(e, UnitFinished) and lines.append(progress_line(counts))])
     assert counts.done == 6 and counts.failed == 0 and counts.in_flight == 0 and len(counts.unit_s) == 4
     assert counts.tokens == sum(r.usage.input_tokens + r.usage.output_tokens for r in read_run(plan.run_dir).records)
     assert lines[-1].startswith("0 in flight · 0 failed · 0 retries · ") and lines[-1].endswith("ETA 0:00:00")
@@ -318,7 +320,7 @@ def test_the_progress_line_says_what_the_run_prepares_before_its_first_unit_scri
         plan = make_plan(tmp_path, tasks, scripted_model(answer_after_one_call), ["test_slow_to_prepare"])
         SlowToPrepare.counts = counts = RunProgress(total=2)
         lines = []
-        execute(plan, progress=counts, on_result=lambda record: lines.append(progress_line(counts)))
+        execute(plan, listeners=[counts, lambda e: isinstance(e, UnitFinished) and lines.append(progress_line(counts))])
     model = plan.models[0].alias
     assert SlowToPrepare.seen == [f"preparing test_slow_to_prepare/{model} (indexes are built once and cached) …"]
     assert counts.stage == "" and lines[-1].startswith("0 in flight")  # the counts again once units run

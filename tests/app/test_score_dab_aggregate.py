@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from data_agent_compare.engine.scoring import aggregate_table
+from data_agent_compare.cli.score_tables import aggregate_table
 from data_agent_compare.tasks.dab import DataAgentBench
 
 from helpers import FIXTURES

@@ -9,14 +9,15 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.cli.commands.reporting import _spend_lines
 from data_agent_compare.cli.commands.running import progress_line
 from data_agent_compare.cli.main import app
 from data_agent_compare.core import Message, ModelConfig
 from data_agent_compare.core.model import MeteredModel, ModelError, unpriced
 from data_agent_compare.core.runlog import InterruptedSpend, Manifest, ResultRecord, RunLog
 from data_agent_compare.core.trace import Usage
-from data_agent_compare.engine.runner import RunProgress, keep_earlier_spend
+from data_agent_compare.engine.outputs import spend_lines
+from data_agent_compare.engine.progress import RunProgress
+from data_agent_compare.engine.runner import keep_earlier_spend
 from data_agent_compare.providers.openai_http import OpenAIHTTPProvider
 from data_agent_compare.providers.scripted import tool_call_message
 
@@ -136,7 +137,7 @@ def test_unknown_spend_stays_unknown_in_retries_interrupted_attempts_and_the_pro
               [("a1", unit(0.002, "a1")), ("a2", unit(None, "a2"))]]  # fmt: skip
     run = RunLog(run_dir=tmp_path, manifest=Manifest.model_construct(), records=[], interrupted=spends)
     assert run.interrupted_usage().cost_usd is None and run.interrupted_usage().input_tokens == 20
-    assert any("$– (unknown" in line for line in _spend_lines(run))
+    assert any("$– (unknown" in line for line in spend_lines(run))
 
     progress = RunProgress(total=3)
     progress.add(unit(0.002, "a"), 1.0, 0)

@@ -225,6 +225,7 @@ def run_units(
     revision, manifest, the first wave's call — left out; the 10,000-unit run reports it in its wall time),
     and the executor that ran them (`auto`, the default, chooses one)."""
     from data_agent_compare.engine.config import load_run_config
+    from data_agent_compare.engine.events import UnitFinished
     from data_agent_compare.engine.runner import execute, plan_run
 
     tasks = len(json.loads(queries.read_text()))
@@ -244,7 +245,7 @@ def run_units(
     plan = plan_run(load_run_config(None, overrides))
     recorded: list[float] = []
     start = time.perf_counter()
-    execute(plan, on_result=lambda record: recorded.append(time.perf_counter()))
+    execute(plan, listeners=[lambda e: isinstance(e, UnitFinished) and recorded.append(time.perf_counter())])
     wall = time.perf_counter() - start
     shutil.rmtree(out, ignore_errors=True)
     return wall, (len(recorded) - 1) / (recorded[-1] - recorded[0]), plan.config.executor
