@@ -31,7 +31,7 @@ def input_keys(model: type[BaseModel]) -> set[str]:
     keys = set(model.model_fields)
     for field in model.model_fields.values():
         alias = field.validation_alias
-        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias] if alias is not None else []
         keys |= {choice for choice in choices if isinstance(choice, str)}
     return keys
 

@@ -79,7 +79,7 @@ def choose_executor(
     if config.executor != "auto":
         return config.executor, f"--executor {config.executor}"
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
-    in_flight = max(1, min(config.concurrency, units))
+    in_flight = max(1, min(config.concurrency or 1, units))  # settled by RunPlan: never None here
     local = [m.alias for m in models if m.provider == "local"]
     if local:
         return "thread", f"auto: the embedded model ({', '.join(local)}) is loaded once, shared by threads"
@@ -106,7 +106,7 @@ def executor_line(chosen: dict[str, str]) -> str:
 
 def executor_warnings(plan: RunPlan) -> list[str]:
     """Said before the run: the embedded model loaded once per worker process."""
-    workers = process_workers(plan.config, plan.config.concurrency)
+    workers = process_workers(plan.config, plan.concurrency)
     local = [m.alias for m in plan.models if m.provider == "local"]
     if plan.config.executor not in ("thread", "auto") and workers > 1 and local and plan.replay is None:
         return [
@@ -121,7 +121,7 @@ class ThreadExecutor:
 
     def __init__(self, plan: RunPlan, writer: RunLogWriter, endpoint: EndpointFactory) -> None:
         self.plan, self.writer, self.endpoint = plan, writer, endpoint
-        self.pool = ThreadPoolExecutor(max_workers=plan.config.concurrency, thread_name_prefix="unit")
+        self.pool = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="unit")
         self.attempts = Attempts()
 
     def submit(self, unit: Unit) -> Future[UnitResult]:
@@ -166,7 +166,7 @@ class WorkerPlan:
             limit_share=1.0 / workers,
             units=[(u.system, u.model, u.task) for u in pending],
             run_pid=os.getpid(),
-            in_flight=-(-max(1, min(plan.config.concurrency, len(pending))) // workers),
+            in_flight=-(-max(1, min(plan.concurrency, len(pending))) // workers),
         )
 
     def build(self) -> tuple[RunPlan, dict[str, float]]:
@@ -327,7 +327,7 @@ def _picklable(failure: BaseException) -> BaseException:
 
 def process_workers(config: RunConfig, pending: int) -> int:
     """Worker processes of `--executor process`: `--workers`, else one per core, never more than units in flight."""
-    in_flight = max(1, min(config.concurrency, pending))
+    in_flight = max(1, min(config.concurrency or 1, pending))  # settled by RunPlan: never None here
     return max(1, min(config.workers or os.cpu_count() or 1, in_flight))
 
 
@@ -336,7 +336,7 @@ class ProcessExecutor:
     running its share of `--concurrency` units at once on threads, so that N cores give N GILs."""
 
     def __init__(self, plan: RunPlan, pending: list[Unit]) -> None:
-        in_flight = max(1, min(plan.config.concurrency, len(pending)))
+        in_flight = max(1, min(plan.concurrency, len(pending)))
         workers = process_workers(plan.config, len(pending))
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])  # the suite is imported once, then forked per worker

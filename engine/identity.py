@@ -28,8 +28,8 @@ from ..core.task import Task
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # The package's own folders (pyproject's packages and package data): what an installed suite runs.
-PACKAGE_FOLDERS = ("app", "core", "configs", "evaluators", "providers", "reports", "systems", "tasks", "tools")
-PACKAGE_FOLDERS += ("workflows",)
+PACKAGE_FOLDERS: tuple[str, ...] = ("cli", "core", "configs", "engine", "evaluators", "providers", "reports")
+PACKAGE_FOLDERS += ("systems", "tasks", "tools", "workflows")
 NOT_CODE = ("tests/",)  # in a checkout, with *.md: a change to these changes no run
 UNTRACKED_CODE = ("*.py", "*.yaml", "*.yml", "*.toml")  # untracked files that count as uncommitted code
 WHOLE_FILE_BYTES = 8 << 20  # larger data files are fingerprinted by samples

@@ -119,7 +119,7 @@ def _manifest(
     hints = bool(benchmark.options.get("hints")) if benchmark is not None else False
     budgets = Budgets(**published.HARNESS_BUDGETS)
     config = RunConfig(
-        workflows=systems,
+        systems=systems,
         models=models,
         benchmark=published.BENCHMARK,
         tasks_path=tasks_path,

@@ -111,6 +111,7 @@ def _keyed_provider(
     if layers.limiter is not None and layers.limiter.applies_to(role.model):
         inner = RateLimitedProvider(inner, layers.limiter)
     keyed = CachingProvider(inner, layers.cache, key[3]) if layers.cache is not None else KeyedProvider(inner)
-    keyed.attempt_deadline = base.attempt_deadline
-    keyed.bills_nothing = base.bills_nothing  # MeteredModel prices by the outermost layer
+    # per instance, over the class's defaults: MeteredModel reads these from the outermost layer
+    keyed.attempt_deadline = base.attempt_deadline  # type: ignore[misc]
+    keyed.bills_nothing = base.bills_nothing  # type: ignore[misc]
     return keyed

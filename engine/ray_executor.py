@@ -204,7 +204,7 @@ class RayExecutor:
         note: Callable[[dict[str, Any]], None] | None = None,
         say: Callable[[str], None] = lambda _: None,
     ) -> None:
-        workers = max(1, min(plan.config.concurrency, len(pending)))
+        workers = max(1, min(plan.concurrency, len(pending)))
         self.note, self.say = note or (lambda _: None), say
         self.capacity = Capacity(asked=workers)
         self.started_ray = not ray.is_initialized()

@@ -475,7 +475,7 @@ def _execute(plan: RunPlan, emit: Events, resume: bool, allow_drift: bool) -> Ma
         stage("loading models")
         manifest.model_load_s = {} if plan.replay or plan.config.executor != "thread" else prepare_models(plan)
         stage("loading the embedding model and document indexes")
-        in_flight = plan.config.concurrency if plan.config.executor == "thread" else 0  # workers prepare their own
+        in_flight = plan.concurrency if plan.config.executor == "thread" else 0  # workers prepare their own
         manifest.model_load_s |= prepare_tools(plan.tasks, plan.config.tools, in_flight)
         # Shared indexes (RAG) are built here, before any task's clock, metered apart (System.prepare).
         units = [(u.system, u.model, u.task) for u in pending]
@@ -561,7 +561,7 @@ def _run_pending(
             future.add_done_callback(finished.put)
 
     try:
-        for _ in range(plan.config.concurrency):
+        for _ in range(plan.concurrency):
             submit_next()
         while running:
             try:

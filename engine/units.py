@@ -86,6 +86,12 @@ class RunPlan:
             self.notes.append(f"concurrency {concurrency}: {why}; --concurrency N sets it")
 
     @property
+    def concurrency(self) -> int:
+        """Units at once, as settled at planning (the run's `concurrency`, else its providers' default)."""
+        assert self.config.concurrency is not None  # settled in __post_init__
+        return self.config.concurrency
+
+    @property
     def limiter(self) -> RateLimiter | None:
         """This process's rate limits (`limits:`), shared by all its units; None without limits."""
         if self._limiter is None and self.config.limits:

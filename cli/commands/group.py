@@ -6,12 +6,14 @@ which verb that flag belongs to."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from typer import Context
 from typer.core import TyperCommand, TyperGroup
 
 from .common import fail
+
+if TYPE_CHECKING:
+    from typer._click.core import Context  # typer's own click, which its commands' methods take
 
 DEFAULT_VERB = "run"
 ALIAS = "alias"  # ctx.meta key: the old flag the verb was named by, for messages in the user's own words

@@ -75,7 +75,8 @@ def wider(width: int) -> Console:
     output = common.output
     if width <= output.width:
         return output
-    return Console(file=output.file, width=width, force_terminal=output.is_terminal, color_system=output.color_system)
+    colours = output.color_system if output.color_system in ("standard", "256", "truecolor", "windows") else None
+    return Console(file=output.file, width=width, force_terminal=output.is_terminal, color_system=colours)  # type: ignore[arg-type]
 
 
 def print_whole(table: Table) -> None:

@@ -10,11 +10,11 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from data_agent_compare.cli import identity
 from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelRequest, create_benchmark
 from data_agent_compare.core.runlog import read_manifest, read_run
 from data_agent_compare.core.scorer import SCORERS, scorer_version
+from data_agent_compare.engine import identity
 from data_agent_compare.engine.config import ConfigError, in_current_spelling
 from data_agent_compare.engine.runner import execute, plan_replay
 from data_agent_compare.providers.scripted import tool_call_message

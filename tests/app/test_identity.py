@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from data_agent_compare.cli import identity
+from data_agent_compare.engine import identity
 from data_agent_compare.engine.identity import code_identity, data_file, data_file_changes, plugin_hash
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -123,3 +123,12 @@ def test_a_plugin_is_known_by_its_files_hash_given_as_a_file_or_a_module(tmp_pat
     (package / "agent.py").write_text("PROMPT = 'two'\n")
     assert plugin_hash("my_systems") != as_module and plugin_hash(str(package / "agent.py")) != as_file
     assert plugin_hash("no_such_plugin_module") == "missing" and plugin_hash(str(tmp_path / "gone.py")) == "missing"
+
+
+def test_every_package_folder_of_the_suite_counts_in_its_code_identity():
+    """A folder left out (as `app/` was named after it became `engine/` and `cli/`) would let a change of the
+    runner pass for the same code on resume and replay."""
+    from helpers import ROOT
+
+    folders = {path.parent.name for path in ROOT.glob("*/__init__.py")}
+    assert folders - {"tests"} <= set(identity.PACKAGE_FOLDERS)
