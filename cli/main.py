@@ -35,7 +35,7 @@ from .commands.group import RecordedRunCommand, VerbCommand, VerbGroup
 from .commands.running import failure_causes, progress_line  # noqa: F401  (the run display's helpers, as before)
 from .terminal import sanitize_log_records
 
-VERBS = [
+VERBS: list[tuple[str, type[Any], Callable[[Any], None], type[TyperCommand]]] = [
     ("run", run.RunOptions, run.run, VerbCommand),
     ("resume", resume.ResumeOptions, resume.resume, RecordedRunCommand),
     ("replay", replay.ReplayOptions, replay.replay, RecordedRunCommand),

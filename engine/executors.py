@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import itertools
 import multiprocessing
 import os
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..core.benchmark import create_benchmark
 from ..core.context import EndpointFactory
@@ -312,7 +313,7 @@ def _worker_main(payload: WorkerPlan, conn: Connection, threads: int) -> None:
 
     while (item := conn.recv()) is not None:
         number, key = item
-        pool.submit(_run_in_worker, key).add_done_callback(lambda done, number=number: reply(number, done))
+        pool.submit(_run_in_worker, key).add_done_callback(functools.partial(reply, number))
     pool.shutdown(wait=True)
     conn.close()
 
@@ -374,9 +375,10 @@ class ProcessExecutor:
 
     def _collect(self) -> None:
         """Route each worker's results to their futures; a worker that dies breaks the run (WorkerLost)."""
-        live: dict[object, BaseProcess | None] = {connection: None for connection in self.connections}
+        live: dict[Any, BaseProcess | None] = {connection: None for connection in self.connections}
         live |= {process.sentinel: process for process in self.processes}
         while live:
+            ready: Any  # a worker's connection or a process's sentinel, as `live` maps it
             for ready in wait(list(live)):
                 process = live.pop(ready)
                 if process is not None:  # a worker ended: after its last result unless it died
@@ -385,7 +387,7 @@ class ProcessExecutor:
                         self._break(f"a worker process (pid {process.pid}) died (exit code {process.exitcode})")
                     continue
                 try:
-                    number, ok, value = ready.recv()  # type: ignore[attr-defined]
+                    number, ok, value = ready.recv()
                 except (EOFError, OSError):  # its worker is gone; its sentinel says how
                     continue
                 live[ready] = None

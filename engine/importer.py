@@ -118,13 +118,16 @@ def _manifest(
     tasks_path = str(Path(benchmark.path).absolute()) if benchmark is not None and benchmark.path else None
     hints = bool(benchmark.options.get("hints")) if benchmark is not None else False
     budgets = Budgets(**published.HARNESS_BUDGETS)
-    config = RunConfig(
-        systems=systems,
-        models=models,
-        benchmark=published.BENCHMARK,
-        tasks_path=tasks_path,
-        hints=hints,
-        budgets=budgets,
+    # `hints` is DAB's setting, read by the configuration's validator into `benchmark_settings`
+    config = RunConfig.model_validate(
+        {
+            "systems": systems,
+            "models": models,
+            "benchmark": published.BENCHMARK,
+            "tasks_path": tasks_path,
+            "hints": hints,
+            "budgets": budgets,
+        }
     )
     return Manifest(
         suite_version=__version__,

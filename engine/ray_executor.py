@@ -218,14 +218,15 @@ class RayExecutor:
         self.run_dir = Path(plan.run_dir).resolve()
         self.journal_start = _size(self.run_dir / CALLS_FILE)  # this session's lost attempts are journaled after
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.journal = (
-            ray.remote(num_cpus=0)(_Journal).options(scheduling_strategy=here).remote(str(self.run_dir / CALLS_FILE))
+        self.journal: Any = (  # an actor handle: its methods are called `.remote()`
+            ray.remote(num_cpus=0)(_Journal).options(scheduling_strategy=here).remote(str(self.run_dir / CALLS_FILE))  # type: ignore[attr-defined]
         )
         payload = WorkerPlan.of(plan, pending, workers)
         plugins = {p: Path(p).read_text(encoding="utf-8") for p in plan.config.plugins if p.endswith(".py")}
         # Lost actors restart wherever resources allow; their units in flight are not retried by Ray but
         # here (`_lost`), where the one record per unit is decided.
-        runner = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0, max_concurrency=2)(_UnitRunner)
+        # ray's stubs know the keyword form of `remote` only for functions
+        runner = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0, max_concurrency=2)(_UnitRunner)  # type: ignore[call-overload]
         self.slots = [_Slot(runner.remote(payload, self.journal, plugins)) for _ in range(workers)]
         self.queue: deque[_Job] = deque()
         self.lock = threading.Lock()
@@ -510,7 +511,8 @@ def key_variables(plan: RunPlan) -> dict[str, str]:
     names = set()
     for model in [*plan.models, plan.judge] if plan.judge else plan.models:
         provider = PROVIDERS.load(model.provider) if model.provider in PROVIDERS else None
-        names.add(provider.key_variable(model) if hasattr(provider, "key_variable") else model.api_key_env)
+        key_variable = getattr(provider, "key_variable", None)
+        names.add(key_variable(model) if key_variable is not None else model.api_key_env)
     return {name: os.environ[name] for name in sorted(n for n in names if n and n in os.environ)}
 
 

@@ -233,8 +233,8 @@ def _select_tasks(config: RunConfig, benchmark: Benchmark) -> list[Task]:
             present = sorted({str(value_of(t)) for t in tasks})
             unknown = [v for v in values if v not in present]
             if unknown:
-                chosen, known = ", ".join(unknown), ", ".join(present)
-                raise ConfigError(f"{setting} {chosen} selects no task of {where}; present: {known}")
+                chosen, listed = ", ".join(unknown), ", ".join(present)
+                raise ConfigError(f"{setting} {chosen} selects no task of {where}; present: {listed}")
             tasks = [t for t in tasks if value_of(t) in set(values)]
     return tasks[: config.limit] if config.limit else tasks
 

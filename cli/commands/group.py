@@ -60,7 +60,7 @@ class VerbGroup(TyperGroup):
         super().format_epilog(ctx, formatter)
 
 
-def _old_mode(args: list[str]) -> tuple[tuple[str, list[str]] | None, list[str]]:
+def _old_mode(args: list[str]) -> tuple[tuple[str, str] | None, list[str]]:
     """(the old flag, [verb, RUN_DIR]) and the other arguments, when `--replay RUN` or `--resume` is given."""
     replay = _take(args, "--replay", with_value=True)
     if replay is not None:
