@@ -1,9 +1,9 @@
-"""What a run depends on besides its configuration (`compare.runlog.RunIdentity`), and what changed since.
+"""What a run depends on besides its configuration (`core.runlog.RunIdentity`), and what changed since.
 
     code          from a checkout: the commit, a hash of the suite's committed files (tests and Markdown left
                   out) and a hash of the uncommitted changes; installed: a hash of the package's files
     plugin files  sha256 of each `--plugin` file (of a plugin module's files)
-    scorers       the declared version of each of the benchmark's scorers (`compare.scorer.versioned`)
+    scorers       the declared version of each of the benchmark's scorers (`core.scorer.versioned`)
     data files    a fingerprint of each file the benchmark's agents and scorers read (`Benchmark.data_files`)
 
 Generation settings, models, prompts and tasks are the configuration's and the manifest's other fields,

@@ -1,4 +1,4 @@
-"""The runner: benchmark × systems × models × epochs → a run directory (`compare.runlog`).
+"""The runner: benchmark × systems × models × epochs → a run directory (`core.runlog`).
 
 Everything is resolved and validated before the first model call (`plan_run`); units run with
 bounded concurrency; each result record is appended as its unit finishes, so a crash or Ctrl-C

@@ -1,6 +1,6 @@
 """The comparison summary of a run directory: one row per system × model, and paired tests.
 
-Built from the typed run log only (`compare.runlog`). Who counts in which mean:
+Built from the typed run log only (`core.runlog`). Who counts in which mean:
 
 - `data_unavailable` records (the task's data cannot be reached here) are left out of every mean —
   quality, cost and latency — and shown as a count.
@@ -10,8 +10,8 @@ Built from the typed run log only (`compare.runlog`). Who counts in which mean:
 - `infra_error` records (the model provider failed after its retries) are left out of the quality
   means by default and shown as a count; `infra_errors_as_failures=True` (`--infra-errors-as-failures`)
   counts them as failures instead. Their cost and latency count: they were spent.
-- A scorer that raised scored its metrics 0.0 (`compare.scorer`): such records stay in every mean and
-  are counted as `scoring errors`.
+- A scorer that raised gives no verdict (`core/scorer.py`): the metrics it declares have no value for that
+  record, so it is out of those means (their n shows it) and counted as a `scoring error`.
 - With several epochs, a task's trials are averaged first: every mean, interval and paired test is
   over tasks, so repeating a task never counts as more evidence than one task. "Tasks" are tasks; one run
   of a task by one system × model (an epoch) is a "unit", and the status counts are units.
@@ -663,7 +663,7 @@ def denominator_lines(rows: list[SummaryRow], infra_errors_as_failures: bool) ->
     misses = sum(r.replay_misses for r in rows)
     if misses:
         lines.append(f"- {misses} replay miss(es) (requests the recorded run never made): not in the quality means.")
-    if scoring:  # compare.scorer: a scorer that fails gives no verdict, so its metrics have no value
+    if scoring:  # core.scorer: a scorer that fails gives no verdict, so its metrics have no value
         lines.append(
             f"- {scoring} record(s) had a scorer fail (a judge or validator gave no verdict), see scoring_error: "
             "that scorer's metrics have no value for them, so they are not in those means (n shows it)."

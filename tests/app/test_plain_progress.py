@@ -50,3 +50,16 @@ def test_a_finished_unit_after_the_gap_is_said_with_its_outcome_and_on_the_lines
         time.sleep(0.45)
     assert lines[said - 1].endswith("1/5 units · 0:00:00 · 1 in flight · last: reflection/local T1 infra_error")
     assert len(lines) > said and all(line.endswith("last: reflection/local T1 infra_error") for line in lines[said:])
+
+
+def test_by_default_a_burst_of_finished_units_prints_no_line_per_unit():
+    """The throttle's defaults (a line every 20 s at least, finished units at most one per 5 s): fifty units
+    finishing in a burst print none of their own; with no gap they would print fifty."""
+    lines: list[str] = []
+    counts = Counts(total=100)
+    progress = PlainProgress(counts, describe, lines.append)  # the defaults, as the run uses them
+    assert progress.every_s >= 5 and progress.min_gap_s > 0
+    for unit in range(50):
+        counts.done += 1
+        progress.unit_finished(f"tool_use/m T{unit} completed")
+    assert len(lines) <= 1  # one, were the burst slower than the gap on a loaded machine
