@@ -9,7 +9,7 @@
 - `function_call_tools(task)` (`tools/function_call.py`): the task's own tool specs, whose
   first call is the prediction (DBGorilla).
 
-Database runtimes live here too: PostgreSQL restores (`postgres.py`) and the MongoDB stand-in
+Database runtimes live here too: PostgreSQL restores (`postgres/`) and the MongoDB stand-in
 (`mongo.py`).
 """
 
