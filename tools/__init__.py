@@ -47,7 +47,7 @@ LAZY |= {"DocumentSearchTool": ".documents", "preload": ".documents"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SQL_KINDS":  # a new backend in tools/sql.py makes its kind supported here
+    if name == "SQL_KINDS":  # a new backend in tools/sql/databases.py BACKENDS makes its kind supported here
         return set(__getattr__("BACKENDS"))
     if name == "SUPPORTED_KINDS":
         return {*__getattr__("SQL_KINDS"), DataSourceKind.DOCUMENTS, DataSourceKind.FILES}

@@ -3,7 +3,7 @@
 - `list_db(db_name)`: the tables (with columns and types) or collections (with the fields
   seen in their first documents) of one logical database, with row counts.
 - `query_db(db_name, query)`: one read-only query. SQL goes to the backends of
-  tools/sql.py (their read-only guards and timeouts); a Mongo query is the JSON find or
+  tools/sql/ (their read-only guards and timeouts); a Mongo query is the JSON find or
   aggregate of tools/mongo.py (mongomock stands in for MongoDB). The result, up to
   RESULT_MAX_ROWS rows as a list of row objects, is kept as variable `result_<n>`; the
   agent reads its name and the rows as JSON, cut to the context budget
