@@ -8,10 +8,11 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import pytest
+from pydantic import Field
 
 from data_agent_compare.core.model import ModelRequest
 from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
@@ -29,12 +30,13 @@ from data_agent_compare.tools.dab import (
 )
 from data_agent_compare.tools.files import ListFilesTool, ReadFileTool
 from data_agent_compare.tools.frozen_search import FrozenSearchTool
+from data_agent_compare.tools.parameters import Parameters, one_of_field, parameters_schema, with_fields
 from data_agent_compare.tools.python_sandbox import PythonTool
 from data_agent_compare.tools.sql import Databases, SchemaTool, SqlTool
 
 from helpers import FIXTURES, QUESTION, SCRIPTED
 
-# Written from the hand-written schemas (commit 1ae0cf4, before the parameter models): one entry per
+# Written from the hand-written schemas (commit dbcfc64, before the parameter models): one entry per
 # tool and configuration, the spec as `ToolSpec.model_dump_json` gives it, and the cache key of a request
 # offering all of them.
 RECORDED = FIXTURES / "tool_schemas.json"
@@ -109,3 +111,38 @@ def test_every_tool_offers_the_schema_recorded_runs_were_made_with(
     for label, spec in offered["specs"].items():
         assert spec == recorded["specs"][label], label  # a string: key order counts, as in the cache key
     assert offered["request_key"] == recorded["request_key"]
+
+
+class Example(Parameters):
+    name: str = Field(description="A name.")
+    limit: int | None = Field(None, ge=1, le=9)
+    mode: Literal["fast"] = "fast"
+
+
+def test_a_parameter_model_offers_optional_arguments_as_their_type_and_literals_as_enums() -> None:
+    assert parameters_schema(Example) == {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "A name."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 9},
+            "mode": {"type": "string", "enum": ["fast"]},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    with_choice = with_fields(Example, mode=one_of_field(["a", "b"], "How.", required=True))
+    assert list(parameters_schema(with_choice)["properties"]) == ["name", "limit", "mode"]
+    assert parameters_schema(with_choice)["required"] == ["name", "mode"]
+
+
+def test_a_parameter_model_whose_schema_has_no_fixed_form_is_refused() -> None:
+    class Nested(Parameters):
+        inner: Example
+
+    class Unordered(Parameters):
+        pattern: str = Field(pattern="^a")
+
+    with pytest.raises(TypeError, match="nested models"):
+        parameters_schema(Nested)
+    with pytest.raises(TypeError, match="pattern"):
+        parameters_schema(Unordered)

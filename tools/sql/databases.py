@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic.fields import FieldInfo
+
 from ...core.task import DataSource, DataSourceKind
 from ...core.tool import ToolError, ToolSettings
+from ..parameters import one_of_field
 from ..worker_process import WorkerDied, WorkerProcess, WorkerTimedOut
 from .database import Database, QueryResult, TableInfo, database_file
 from .duckdb_database import DuckDbDatabase
@@ -106,8 +109,9 @@ class Databases:
             raise ToolError(f"unknown database {name!r}; available: {', '.join(self.by_name)}")
         return self.by_name[name]
 
-    def database_parameter(self) -> dict[str, Any]:
-        return {"type": "string", "enum": self.names, "description": "Logical database name."}
+    def database_field(self, *, required: bool) -> tuple[Any, FieldInfo]:
+        """The `database` argument of a tool over these databases (parameters.py `with_fields`)."""
+        return one_of_field(self.names, "Logical database name.", required=required)
 
     def close(self) -> None:
         for database in self.by_name.values():

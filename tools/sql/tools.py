@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from ...core.tool import Tool, ToolError, ToolResult, ToolSettings
+from ..parameters import Parameters, parameters_schema, with_fields
 from .database import Database, TableInfo
 from .databases import Databases
 from .render import jsonable, render_table
 
 SAMPLE_ROWS = 2
 SAMPLE_CELL_CHARS = 60
+
+
+class SqlParameters(Parameters):
+    sql: str = Field(description="One SQL query.")
+    database: str | None = None  # one of the task's databases, required when there are several: `database_field`
+
+
+class SchemaParameters(Parameters):
+    database: str | None = None  # one of the task's databases: `database_field`
+    table: str | None = Field(None, description="One table to describe (default: all).")
 
 
 class SqlTool(Tool):
@@ -24,17 +37,8 @@ class SqlTool(Tool):
             f"At most {settings.sql_max_rows} rows are returned; aggregate or add LIMIT for large results. "
             'Quote identifiers with spaces in double quotes, e.g. "Sales Orders".'
         )
-        properties: dict[str, Any] = {
-            "sql": {"type": "string", "description": "One SQL query."},
-            "database": databases.database_parameter(),
-        }
-        required = ["sql"] if len(databases.names) == 1 else ["sql", "database"]
-        self.parameters = {
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": False,
-        }
+        database = databases.database_field(required=len(databases.names) > 1)
+        self.parameters = parameters_schema(with_fields(SqlParameters, database=database))
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         database = self.databases.get(arguments.get("database"))
@@ -67,14 +71,8 @@ class SchemaTool(Tool):
             "Describe the databases: tables with quoted names as SQL needs them, columns and types, "
             "row counts and sample rows. Pass `table` to describe one table."
         )
-        self.parameters = {
-            "type": "object",
-            "properties": {
-                "database": databases.database_parameter(),
-                "table": {"type": "string", "description": "One table to describe (default: all)."},
-            },
-            "additionalProperties": False,
-        }
+        database = databases.database_field(required=False)
+        self.parameters = parameters_schema(with_fields(SchemaParameters, database=database))
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         name = arguments.get("database")
