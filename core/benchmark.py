@@ -9,7 +9,7 @@ outside a benchmark's own module asks which benchmark it is: the runner, `compar
     prepare(tasks) / close()     data set up for a run and torn down (e.g. PostgreSQL restores)
     warnings(tasks)              what is missing from the data, printed before a run
     data_files(tasks)            the files agents and scorers read (fingerprinted: runs cannot drift)
-    scorers                      names of the scorers that apply (`compare.scorer.SCORERS`)
+    scorers                      names of the scorers that apply (`core.scorer.SCORERS`)
     rules                        earlier revisions of the official rule, by name (`compare score --rule`)
     harness                      run settings of the benchmark's official harness (budgets, ...)
     prediction_answer(task, r)   one record of a prediction file made elsewhere, as an Answer

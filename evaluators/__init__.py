@@ -12,6 +12,6 @@
 | `tool_success` | sr (successful / all tool calls)               | dag.py         | every benchmark    |
 
 The names are registered in pyproject.toml (entry points `data_agent_compare.scorers`);
-`compare.scorer.score` runs a list of them. `statistics.py` holds the intervals and paired
+`core.scorer.score` runs a list of them. `statistics.py` holds the intervals and paired
 tests the reports use; `predictions.py` reads prediction files made elsewhere.
 """

@@ -1,7 +1,7 @@
 """Hedged answers: an answer that lists many candidates of the gold's kind (years or decades, numbers,
 names) passes containment checks — DAB's validators among them — without committing to one. The check
 flags such answers beside the official verdict; it never changes that verdict unless the run asks for
-`--strict-answers` (then a flagged answer scores as wrong; `compare.scorer.score`).
+`--strict-answers` (then a flagged answer scores as wrong; `core.scorer.score`).
 
 The gold's kind, from its items (DAB: the cells of ground_truth.csv; other benchmarks: the gold answer, a
 list's items):

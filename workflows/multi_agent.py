@@ -12,7 +12,7 @@
 
 Every agent keeps its own message history; what passes between agents is only the
 messages, each recorded as a MessageStep. Work is strictly sequential. Phases follow the
-shared rules (compare.trace.PhaseRules), per agent: a specialist's call after its failed or
+shared rules (core.trace.PhaseRules), per agent: a specialist's call after its failed or
 refused tool call is RETRY; the writer's calls are GENERATE. Budgets are enforced by the
 metered model: when one runs out, `generate` raises BudgetExceeded and the task ends with
 that status.

@@ -15,7 +15,7 @@ The plan is structured output (`response_schema`): up to MAX_PLAN_STEPS steps, e
 tool of the environment with that tool's own argument schema. "planning" replans once, at
 the first failing step, for the remaining work; "planning_static" runs its first plan to the
 end whatever happens. A step that fails or finds nothing is a rejected result, so the replan
-is a RETRY (compare.trace.PhaseRules). Replans and failures are noted in the trace as messages
+is a RETRY (core.trace.PhaseRules). Replans and failures are noted in the trace as messages
 between the executor and the planner. Budgets are enforced by the core: when one runs out, the
 task ends with that status.
 """

@@ -14,7 +14,7 @@ The actor and the critic are the same model with different prompts (agent "actor
 after that the actor continues without critique. Budgets are enforced by the metered
 model: when one runs out, the task ends with that status and the latest draft answer.
 
-Phases follow the shared rules (compare.trace.PhaseRules): a call of the actor that gives the
+Phases follow the shared rules (core.trace.PhaseRules): a call of the actor that gives the
 answer (an `answer` call, or a plain-text draft) is GENERATE; after a failed tool call or a
 "revise" verdict the actor's next call is RETRY, and so are the tools it runs; the critic's
 calls are DECISION.

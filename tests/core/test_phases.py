@@ -1,4 +1,4 @@
-"""The phase rules every system shares (compare.trace.PhaseRules), checked without any workflow."""
+"""The phase rules every system shares (core.trace.PhaseRules), checked without any workflow."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A scorer that raises (compare.scorer.score): its error is recorded and the metrics it declares with
+"""A scorer that raises (core.scorer.score): its error is recorded and the metrics it declares with
 @reports get no value (out of their means); what it returned on earlier tasks of the process changes
 nothing, so the thread and process executors score alike."""
 

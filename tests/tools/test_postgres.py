@@ -404,7 +404,7 @@ def test_prepare_postgres_leaves_tasks_without_dumps_alone() -> None:
 
 
 def test_a_dump_location_is_refused_by_the_tool() -> None:
-    with pytest.raises(ToolError, match=r"pg_dump file .*prepare_postgres"):
+    with pytest.raises(ToolError, match=r"pg_dump file .*--postgres-url"):
         Databases([books_source(str(DUMP))], ToolSettings())
 
 

@@ -9,7 +9,7 @@ refused in layers, because one layer can have gaps:
   configuration changes disabled, plus a statement-type check by DuckDB's own
   parser and by sqlglot (DuckDB's read-only mode still allows TEMP tables, SET,
   INSTALL...).
-- PostgreSQL (a server URL; compare.postgres restores DAB's dumps into one): the session
+- PostgreSQL (a server URL; tools/postgres/ restores DAB's dumps into one): the session
   defaults to read-only transactions, every query runs in `BEGIN READ ONLY` and is rolled
   back (so not even a `set_config` outlives it), the statement must be a prepared single
   SELECT/WITH/VALUES/TABLE/EXPLAIN/SHOW that sqlglot also reads as one read, and

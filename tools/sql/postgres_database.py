@@ -170,6 +170,6 @@ def postgres_url(source: DataSource) -> str:
     if location.endswith(".sql"):
         raise ToolError(
             f"database {source.name!r} is a pg_dump file ({location}), not a server: restore it first "
-            "with compare.postgres.prepare_postgres (a local throw-away server, or --postgres-url)"
+            "into a server (a DAB run does it itself: a local throw-away server, or the one --postgres-url names)"
         )
     raise ToolError(f"database {source.name!r}: expected a postgresql:// URL, got {location!r}")

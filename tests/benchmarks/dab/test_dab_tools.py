@@ -1,7 +1,7 @@
 """The DAB tool profile over real data and the function-calling profile through the real runner.
 
 DAB: bookreview's real review table (SQLite, built from its published JSON Lines) and a small
-mongodump written here with bson.encode, served by the mongomock stand-in (compare.mongo).
+mongodump written here with bson.encode, served by the mongomock stand-in (tools.mongo).
 DBGorilla: tasks of the real sample, answered by a scripted test model.
 """
 
