@@ -87,8 +87,7 @@ from ..core.scorer import Scores, reports, versioned
 from ..core.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
 from ..core.trace import Trace
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("networkx",)
 
 

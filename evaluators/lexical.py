@@ -20,8 +20,7 @@ from ..core.trace import Trace
 if TYPE_CHECKING:
     from rouge_score.rouge_scorer import RougeScorer
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("nltk.stem", "rouge_score", "rouge_score.rouge_scorer")
 
 

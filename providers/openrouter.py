@@ -45,8 +45,7 @@ from .http_deadline import deadline, deadline_client, malformed, redact, retry_a
 from .openai_http import error_message, parse_reply, usage_on_error
 from .openai_protocol import GOVERNED_FIELDS, arguments_defect, request_to_openai, response_from_openai
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("openrouter", "openrouter.chat", "openrouter.utils")
 
 

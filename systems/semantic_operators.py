@@ -59,8 +59,7 @@ from .bridge import distribution_versions, offline_environment
 if TYPE_CHECKING:
     import pandas as pd
 
-# Imported on first use (kept out of the command's start); imported before units run on threads, where two
-# units importing them at once could find a package half-initialized (`registry.import_lazy_dependencies`).
+# imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("data_agent_compare.tools.documents", "data_agent_compare.tools.frozen_search", "pandas", "tempfile")
 
 

@@ -1,4 +1,4 @@
-"""Benchmarks: one `compare.Benchmark` per benchmark, each in its own module.
+"""Benchmarks: one `Benchmark` (core/benchmark.py) per benchmark, each in its own module.
 
     bundled     tasks/bundled/   the suite's own offline benchmark (data, generator, loader)
     fdabench    tasks/fdabench.py

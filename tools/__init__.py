@@ -9,7 +9,7 @@
 - `function_call_tools(task)` (`tools/function_call.py`): the task's own tool specs, whose
   first call is the prediction (DBGorilla).
 
-Database runtimes live here too: PostgreSQL restores (`postgres.py`) and the MongoDB stand-in
+Database runtimes live here too: PostgreSQL restores (`postgres/`) and the MongoDB stand-in
 (`mongo.py`).
 """
 
@@ -47,7 +47,7 @@ LAZY |= {"DocumentSearchTool": ".documents", "preload": ".documents"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SQL_KINDS":  # a new backend in tools/sql.py makes its kind supported here
+    if name == "SQL_KINDS":  # a new backend in tools/sql/databases.py BACKENDS makes its kind supported here
         return set(__getattr__("BACKENDS"))
     if name == "SUPPORTED_KINDS":
         return {*__getattr__("SQL_KINDS"), DataSourceKind.DOCUMENTS, DataSourceKind.FILES}

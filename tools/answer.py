@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+from pydantic.fields import FieldInfo
+
 from ..core.prompt import ANSWER_TOOL
 from ..core.task import QuestionType, Task
 from ..core.tool import Tool, ToolResult
+from .parameters import Parameters, one_of, parameters_schema, with_fields
 
 _DESCRIPTIONS = {
     QuestionType.SINGLE_CHOICE: "Give the final answer: the letter of the one correct option.",
@@ -21,25 +25,25 @@ _DESCRIPTIONS = {
 _DEFAULT_DESCRIPTION = "Give the final answer, as short as the question allows."
 
 
-def _answer_property(task: Task) -> dict[str, Any]:
+class AnswerParameters(Parameters):
+    answer: str  # typed by the task's question type: `answer_field`
+
+
+def answer_field(task: Task) -> tuple[Any, FieldInfo]:
+    """The `answer` argument for this task: one option letter, a set of them, or text."""
     letters = sorted(task.options or {})
     if task.question_type == QuestionType.SINGLE_CHOICE:
-        return {"type": "string", "enum": letters}
+        return one_of(letters), Field()
     if task.question_type == QuestionType.MULTIPLE_CHOICE:
-        return {"type": "array", "items": {"type": "string", "enum": letters}, "minItems": 1, "uniqueItems": True}
+        return set[one_of(letters)], Field(min_length=1)  # type: ignore[misc]
     if task.question_type == QuestionType.REPORT:
-        return {"type": "string", "description": "The report in Markdown."}
-    return {"type": "string"}
+        return str, Field(description="The report in Markdown.")
+    return str, Field()
 
 
 def answer_schema(task: Task) -> dict[str, Any]:
     """JSON schema of the `answer` tool's arguments for this task."""
-    return {
-        "type": "object",
-        "properties": {"answer": _answer_property(task)},
-        "required": ["answer"],
-        "additionalProperties": False,
-    }
+    return parameters_schema(with_fields(AnswerParameters, answer=answer_field(task)))
 
 
 class AnswerTool(Tool):

@@ -3,7 +3,7 @@
 - `list_db(db_name)`: the tables (with columns and types) or collections (with the fields
   seen in their first documents) of one logical database, with row counts.
 - `query_db(db_name, query)`: one read-only query. SQL goes to the backends of
-  tools/sql.py (their read-only guards and timeouts); a Mongo query is the JSON find or
+  tools/sql/ (their read-only guards and timeouts); a Mongo query is the JSON find or
   aggregate of tools/mongo.py (mongomock stands in for MongoDB). The result, up to
   RESULT_MAX_ROWS rows as a list of row objects, is kept as variable `result_<n>`; the
   agent reads its name and the rows as JSON, cut to the context budget
@@ -28,11 +28,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from bson.decimal128 import Decimal128
+from pydantic import Field
+from pydantic.fields import FieldInfo
 
 from ..core.task import DataSource, DataSourceKind, Task, ToolCall, answer_from_tool
 from ..core.tool import DataUnavailable, FinalToolCall, Tool, ToolError, ToolResult, ToolSettings, to_json
 from .files import source_path
 from .mongo import ENGINE, MongoQueryError, MongoWorker
+from .parameters import Parameters, one_of_field, parameters_schema, with_fields
 from .python_sandbox import PythonTool
 from .sql import BACKENDS, Database, Databases, jsonable, quote_identifier
 
@@ -96,8 +99,9 @@ class DabDatabases:
         self.mongo = mongo
         self.names = [s.name for s in task.data if s.name in sql.by_name or s.name in mongo]
 
-    def parameter(self) -> dict[str, Any]:
-        return {"type": "string", "enum": self.names, "description": "Logical database name."}
+    def db_name_field(self) -> tuple[Any, FieldInfo]:
+        """The `db_name` argument of list_db and query_db (parameters.py `with_fields`)."""
+        return one_of_field(self.names, "Logical database name.", required=True)
 
     def describe(self, name: str) -> tuple[str, dict[str, Any]]:
         if name in self.mongo:
@@ -204,18 +208,26 @@ class ResultStore:
 # ---------------------------------------------------------------- tools
 
 
+class ListDbParameters(Parameters):
+    db_name: str  # one of the task's databases: `db_name_field`
+
+
+class QueryDbParameters(Parameters):
+    db_name: str  # one of the task's databases: `db_name_field`
+    query: str = Field(description="SQL text, or a Mongo query as JSON text.")
+
+
+class ReturnAnswerParameters(Parameters):
+    answer: str = Field(description="The final answer.")
+
+
 class ListDbTool(Tool):
     name = "list_db"
     description = "List the tables (with columns and types) or collections (with fields) of one database."
 
     def __init__(self, databases: DabDatabases) -> None:
         self.databases = databases
-        self.parameters = {
-            "type": "object",
-            "properties": {"db_name": databases.parameter()},
-            "required": ["db_name"],
-            "additionalProperties": False,
-        }
+        self.parameters = parameters_schema(with_fields(ListDbParameters, db_name=databases.db_name_field()))
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         content, data = self.databases.describe(arguments["db_name"])
@@ -237,15 +249,7 @@ class QueryDbTool(Tool):
     def __init__(self, databases: DabDatabases, store: ResultStore) -> None:
         self.databases = databases
         self.store = store
-        self.parameters = {
-            "type": "object",
-            "properties": {
-                "db_name": databases.parameter(),
-                "query": {"type": "string", "description": "SQL text, or a Mongo query as JSON text."},
-            },
-            "required": ["db_name", "query"],
-            "additionalProperties": False,
-        }
+        self.parameters = parameters_schema(with_fields(QueryDbParameters, db_name=databases.db_name_field()))
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         rows, more = self.databases.query(arguments["db_name"], arguments["query"])
@@ -284,12 +288,7 @@ class ReturnAnswerTool(Tool):
 
     def __init__(self, task: Task) -> None:
         self.task = task
-        self.parameters = {
-            "type": "object",
-            "properties": {"answer": {"type": "string", "description": "The final answer."}},
-            "required": ["answer"],
-            "additionalProperties": False,
-        }
+        self.parameters = parameters_schema(ReturnAnswerParameters)
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         call = ToolCall(name=self.name, arguments=arguments)

@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import faiss
 import numpy as np
+from pydantic import Field
 
 from ..core.task import DataSource
 from ..core.tool import DataUnavailable, Tool, ToolResult, ToolSettings
 from .files import source_path
+from .parameters import Parameters, parameters_schema, with_fields
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -263,6 +265,14 @@ def preload(sources: list[DataSource], settings: ToolSettings, base_dir: Path | 
 # ---------------------------------------------------------------- tool
 
 
+MAX_TOP_K = 20  # passages one search may ask for
+
+
+class SearchParameters(Parameters):
+    query: str = Field(description="What to look for, in natural language.")
+    top_k: int | None = Field(None, ge=1, le=MAX_TOP_K)  # the settings' search_top_k by default: set per tool
+
+
 class DocumentSearchTool(Tool):
     name = "search_documents"
     description = (
@@ -272,15 +282,8 @@ class DocumentSearchTool(Tool):
 
     def __init__(self, sources: list[DataSource], settings: ToolSettings, base_dir: Path | None = None) -> None:
         self.top_k = settings.search_top_k
-        self.parameters = {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for, in natural language."},
-                "top_k": {"type": "integer", "minimum": 1, "maximum": 20, "description": f"Default {self.top_k}."},
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        }
+        top_k = (int | None, Field(None, ge=1, le=MAX_TOP_K, description=f"Default {self.top_k}."))
+        self.parameters = parameters_schema(with_fields(SearchParameters, top_k=top_k))
         self.index, self.loaded_from_cache = load_index(corpus_files(sources, base_dir), settings.cache_dir)
         embedding_model()  # load now (once per process), so the first search's timing measures the search alone
 

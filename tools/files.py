@@ -11,8 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from ..core.task import DataSource
 from ..core.tool import DataUnavailable, Tool, ToolError, ToolResult, ToolSettings
+from .parameters import Parameters, parameters_schema, with_fields
 
 MAX_LIST_ENTRIES = 1000
 
@@ -34,17 +37,23 @@ def resolve_inside(root: Path, path: str) -> Path:
     return candidate
 
 
+class ListFilesParameters(Parameters):
+    path: str | None = Field(None, description="Subfolder to list (default: all).")
+
+
+class ReadFileParameters(Parameters):
+    path: str = Field(description="File path relative to the data folder.")
+    offset: int = Field(0, ge=0, description="Byte offset to start at.")
+    max_bytes: int | None = Field(None, ge=1)  # at most the settings' file_max_bytes: set per tool
+
+
 class ListFilesTool(Tool):
     name = "list_files"
     description = "List the files of the task's data folder (recursively) with their sizes in bytes."
 
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir.resolve()
-        self.parameters = {
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "Subfolder to list (default: all)."}},
-            "additionalProperties": False,
-        }
+        self.parameters = parameters_schema(ListFilesParameters)
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         folder = resolve_inside(self.root, arguments.get("path") or ".")
@@ -107,16 +116,8 @@ class ReadFileTool(Tool):
             f"Read a text file of the data folder, at most {self.max_bytes} bytes per call; "
             "continue with `offset` for longer files. Use execute_python for analysis of large files."
         )
-        self.parameters = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path relative to the data folder."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to start at."},
-                "max_bytes": {"type": "integer", "minimum": 1, "maximum": self.max_bytes},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        }
+        max_bytes = (int | None, Field(None, ge=1, le=self.max_bytes))
+        self.parameters = parameters_schema(with_fields(ReadFileParameters, max_bytes=max_bytes))
 
     def run(self, arguments: dict[str, Any]) -> ToolResult:
         path = resolve_inside(self.root, arguments["path"])

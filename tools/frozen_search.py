@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from ..core.tool import Tool, ToolResult
+from .parameters import Parameters, parameters_schema
 
 FROZEN_SOURCES = {"frozen_web_search": "web_search", "frozen_vector_search": "search_documents"}
 DESCRIPTIONS = {
@@ -20,13 +23,12 @@ DESCRIPTIONS = {
 }
 
 
+class FrozenSearchParameters(Parameters):
+    query: str = Field(description="what to search for")  # not used: the recorded results come back
+
+
 class FrozenSearchTool(Tool):
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": "what to search for"}},
-        "required": ["query"],
-        "additionalProperties": False,
-    }
+    parameters: ClassVar[dict[str, Any]] = parameters_schema(FrozenSearchParameters)
 
     def __init__(self, name: str, recorded: Any) -> None:
         self.name = name

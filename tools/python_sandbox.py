@@ -70,6 +70,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from pydantic import Field
+
 from ..core.tool import Tool, ToolError, ToolResult, ToolSettings
 from .bubblewrap import (
     JOIN_CGROUPS,
@@ -90,6 +92,7 @@ from .bubblewrap import (
     task_count,
     tear_down,
 )
+from .parameters import Parameters, parameters_schema
 from .sandbox_memory import describe as describe_memory
 from .sandbox_memory import memory_mode, sandbox_cgroup
 from .seccomp import SeccompUnavailable, seccomp_program
@@ -448,6 +451,10 @@ def _wait_unsafe(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
 # ---------------------------------------------------------------- the tool
 
 
+class PythonParameters(Parameters):
+    code: str = Field(description="A Python program; print what you need.")
+
+
 class PythonTool(Tool):
     """execute_python: the program runs under bubblewrap; where bubblewrap cannot run, calls are
     refused, unless `settings.unsafe_python` allows running it UNSANDBOXED (said in each result)."""
@@ -456,12 +463,7 @@ class PythonTool(Tool):
 
     def __init__(self, settings: ToolSettings, data_dir: Path | None = None) -> None:
         self.settings = settings
-        self.parameters = {
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "A Python program; print what you need."}},
-            "required": ["code"],
-            "additionalProperties": False,
-        }
+        self.parameters = parameters_schema(PythonParameters)
         self.data_dir = data_dir.resolve() if data_dir else None
         where = " The data folder's path is in the DATA_DIR environment variable." if data_dir else ""
         self.description = (

@@ -1,6 +1,6 @@
 """The child side of `WorkerProcess` (tools/worker_process.py): an engine in a process under a memory rlimit.
 
-It serves `WorkerDatabase` (tools/sql.py: DuckDB and SQLite) and `MongoWorker` (tools/mongo.py);
+It serves `WorkerDatabase` (tools/sql/databases.py: DuckDB and SQLite) and `MongoWorker` (tools/mongo.py);
 the first request names the engine's class and its arguments.
 
 DuckDB builds some values outside its own `memory_limit` (`repeat('x', 600000000)`, a list of
@@ -28,7 +28,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ..core.tool import ToolError
-from .sql import CRASHED, Database
+from .sql.database import Database
+from .sql.databases import CRASHED
 
 WORKER_MEMORY_BYTES = 1 << 30  # RLIMIT_AS of a worker: DuckDB's memory_limit plus the interpreter and results
 PR_SET_PDEATHSIG = 1

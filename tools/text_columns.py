@@ -12,7 +12,7 @@ sees) and a heading made of the row's identifying columns (names ending in id, k
 so that a retrieved passage leads back to its row. At most MAX_ROWS rows are read per column; a cut
 column says so in its `TextColumn` entry, which the index reports carry into the manifest.
 
-The databases are opened read-only through the SQL backends of tools/sql.py (with a longer statement
+The databases are opened read-only through the SQL backends of tools/sql/ (with a longer statement
 timeout: one column is read at once) or read from the mongodump like tools/mongo.py.
 """
 

@@ -13,18 +13,19 @@ from pathlib import Path
 import psycopg
 import pytest
 
-import data_agent_compare.tools.postgres as pg
 from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
 from data_agent_compare.tasks.dab import load_dab
 from data_agent_compare.tools import SchemaTool, SqlTool, ToolError, ToolSettings
-from data_agent_compare.tools.pg_dump import DumpReader
 from data_agent_compare.tools.postgres import (
     PostgresCluster,
     PostgresError,
     PostgresUnavailable,
+    binaries,
     prepare_postgres,
+    restore,
     restore_dump,
 )
+from data_agent_compare.tools.postgres.pg_dump import DumpReader
 from data_agent_compare.tools.sql import Databases, PostgresDatabase
 
 from helpers import FIXTURES, postgres_bin_dir_or_skip
@@ -296,7 +297,7 @@ def test_a_real_pg_dump_of_functions_triggers_and_quoted_text_restores_as_it_was
     with psycopg.connect(cluster.admin_url("rich_source"), autocommit=True) as con:
         con.execute(RICH_DATABASE.encode())
     dump = tmp_path / "rich.sql"
-    pg_dump = pg.find_bin_dir(("pg_dump",)) / "pg_dump"
+    pg_dump = binaries.find_bin_dir(("pg_dump",)) / "pg_dump"
     arguments = ["-h", "127.0.0.1", "-p", str(cluster.port), "-U", cluster.admin.name, "-d", "rich_source"]
     environment = {**os.environ, "PGPASSWORD": cluster.admin.password}
     subprocess.run([str(pg_dump), *arguments, "-f", str(dump)], env=environment, check=True, timeout=60)
@@ -351,8 +352,8 @@ def test_prepare_postgres_restores_each_dump_once_and_rewrites_locations(
 ) -> None:
     tasks = dab_copy(tmp_path, "prepared_books")
     loads: list[Path] = []
-    load_dump = pg._load_dump
-    monkeypatch.setattr(pg, "_load_dump", lambda *args: loads.append(args[1]) or load_dump(*args))
+    load_dump = restore._load_dump
+    monkeypatch.setattr(restore, "_load_dump", lambda *args: loads.append(args[1]) or load_dump(*args))
     prepared, started = prepare_postgres(tasks, cluster=cluster)
     assert started is None  # the caller's cluster: the caller stops it
     assert len(tasks) == len(prepared) == 3 and len(loads) == 1
@@ -409,7 +410,7 @@ def test_a_dump_location_is_refused_by_the_tool() -> None:
 
 def test_missing_binaries_say_how_to_get_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", "")
-    monkeypatch.setattr(pg, "VERSION_DIRS", str(tmp_path / "*" / "bin"))
+    monkeypatch.setattr(binaries, "VERSION_DIRS", str(tmp_path / "*" / "bin"))
     with pytest.raises(PostgresUnavailable) as missing:
         prepare_postgres([task_with_dump("t", DUMP)])
     assert "apt-get install postgresql" in str(missing.value) and "--postgres-url" in str(missing.value)

@@ -13,7 +13,6 @@ import psycopg
 import pytest
 
 from data_agent_compare.core.task import DataSource, DataSourceKind, QuestionType, Task
-from data_agent_compare.tools.pg_dump import DumpReader, DumpRefused
 from data_agent_compare.tools.postgres import (
     PostgresCluster,
     PostgresError,
@@ -22,6 +21,7 @@ from data_agent_compare.tools.postgres import (
     prepare_postgres,
     restore_dump,
 )
+from data_agent_compare.tools.postgres.pg_dump import DumpReader, DumpRefused
 
 from helpers import FIXTURES, postgres_bin_dir_or_skip
 
@@ -255,8 +255,7 @@ def test_sql_in_a_dump_runs_as_an_unprivileged_role(server: PostgresCluster, tmp
     Path(BANG).unlink(missing_ok=True)
     dump = tmp_path / "do.sql"
     dump.write_text(
-        "CREATE TABLE t (a int);\n"
-        f"DO $$BEGIN EXECUTE 'COPY (SELECT 1) TO PROGRAM ''id > {BANG}'''; END$$;\n"
+        f"CREATE TABLE t (a int);\nDO $$BEGIN EXECUTE 'COPY (SELECT 1) TO PROGRAM ''id > {BANG}'''; END$$;\n"
     )
     refusal = rf"{dump}:2: ERROR: must be superuser or have privileges of the pg_execute_server_program"
     with pytest.raises(PostgresError, match=refusal):

@@ -8,7 +8,7 @@ comments), into statements the caller sends over the wire protocol, and refuses 
 `COPY <table> (<columns>) FROM stdin;` (COPY … PROGRAM, COPY from or to a server file). The
 `\\restrict`/`\\unrestrict` lines recent pg_dumps frame a dump with are skipped.
 
-Whatever the split, the statements run as an unprivileged role (tools/postgres.py): a statement
+Whatever the split, the statements run as an unprivileged role (tools/postgres/restore.py): a statement
 that slips past here still cannot read files or run programs on the server.
 """
 
