@@ -11,6 +11,7 @@ twin (the OpenAI-compatible endpoint of `providers/endpoint.py`), which goes thr
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import AnswerStatus, ToolCall
-from .trace import FailedAttempt, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
+from .trace import FailedAttempt, LocalTokenCount, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
 
 
 class Message(BaseModel):
@@ -509,6 +510,8 @@ class MeteredModel:
             raise
         response.usage = _with_paid_attempts(response.usage, call.failed)
         self._price(response.usage)
+        if not response.usage.tokens_known:  # the budget still meets this call: counted here, said in the record
+            call.local_tokens = local_token_count(request, response.message)
         called = [c.name for c in response.message.tool_calls or []]
         self._record(call, recorder.phases.after_model_call(agent, phase, called), response, None)
         return response
@@ -618,8 +621,22 @@ class MeteredModel:
                 generation_sent=call.sent,
                 request_options=call.options,
                 logprobs=response.logprobs if response else None,
+                local_tokens=call.local_tokens,
             )
         )
+
+
+def local_token_count(request: ModelRequest, reply: Message) -> LocalTokenCount:
+    """The tokens of a call whose provider reported none, by the stated estimate (`LocalTokenCount`): the
+    text sent (messages, tool calls, tool schemas) and the text received."""
+    sent = [_message_text(message) for message in request.messages]
+    sent += [json.dumps(tool.model_dump()) for tool in request.tools]
+    return LocalTokenCount.estimate("".join(sent), _message_text(reply))
+
+
+def _message_text(message: Message) -> str:
+    calls = [json.dumps(call.model_dump(mode="json")) for call in message.tool_calls or []]
+    return (message.content or "") + "".join(calls)
 
 
 def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
@@ -651,3 +668,4 @@ class _Call:
     paid: Usage | None = None  # a failed call: what its failed attempts were billed
     sent: dict[str, float | int] = field(default_factory=dict)  # the sampling settings the request carried
     options: dict[str, Any] | None = None  # the request's options, as the system sent them
+    local_tokens: LocalTokenCount | None = None  # the provider reported no tokens: the suite's count
