@@ -521,7 +521,7 @@ def _add_usage(total: Usage, usage: Usage) -> None:
     differ make the total's source "mixed"."""
     had_some = bool(total.total_tokens or total.cost_usd) or total.cost_usd is None
     summed = total.plus(usage)
-    for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd"):
+    for name in Usage.SUMMED:
         setattr(total, name, getattr(summed, name))
     if not had_some or summed.cost_usd is None:
         total.cost_source = summed.cost_source if summed.cost_usd is None else usage.cost_source

@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -49,9 +49,24 @@ class Usage(BaseModel):
     output_tokens: int | None = 0
     reasoning_tokens: int | None = 0  # part of output_tokens, reported separately by some providers
     cached_tokens: int | None = 0  # part of input_tokens served from the provider's prompt cache
+    cache_write_tokens: int | None = 0  # part of input_tokens written to the provider's prompt cache
     cost_usd: float | None = 0.0
     # mixed: a sum over sources; unknown: nobody recorded what the calls cost (cost_usd is None)
     cost_source: Literal["provider", "price_table", "free", "mixed", "cached", "unknown"] = "free"
+    # The price table's figure for the same tokens (the alias's `price:`), kept beside a provider's reported
+    # cost so the two can be compared; equal to cost_usd when the table priced the call; None: no table figure.
+    table_cost_usd: float | None = None
+
+    # The fields a sum adds up (`plus`): every count and both costs.
+    SUMMED: ClassVar[tuple[str, ...]] = (
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+        "table_cost_usd",
+    )
 
     @classmethod
     def unknown(cls) -> Usage:
@@ -61,6 +76,7 @@ class Usage(BaseModel):
             output_tokens=None,
             reasoning_tokens=None,
             cached_tokens=None,
+            cache_write_tokens=None,
             cost_usd=None,
             cost_source="unknown",
         )
@@ -80,8 +96,7 @@ class Usage(BaseModel):
 
     def plus(self, other: Usage) -> Usage:
         """The sum of two usages: a part unknown in either is unknown; sources that differ are "mixed"."""
-        fields = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd")
-        summed = {name: _known_sum(getattr(self, name), getattr(other, name)) for name in fields}
+        summed = {name: _known_sum(getattr(self, name), getattr(other, name)) for name in self.SUMMED}
         if summed["cost_usd"] is None:
             source = "unknown"
         else:

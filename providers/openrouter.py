@@ -256,6 +256,7 @@ def usage_from_sdk(usage: components.ChatUsage | None) -> Usage:
         output_tokens=usage.completion_tokens,
         reasoning_tokens=(completion.reasoning_tokens if completion else None) or 0,
         cached_tokens=(prompt.cached_tokens if prompt else None) or 0,
+        cache_write_tokens=(prompt.cache_write_tokens if prompt else None) or 0,
     )
     if isinstance(usage.cost, int | float):
         out.cost_usd, out.cost_source = float(usage.cost), "provider"
