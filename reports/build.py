@@ -21,7 +21,7 @@ from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_comparison
 from .significance import leader_line, ranked, ranking_figures, significance_table
-from .summary import SummaryRow, comparison_markdown, denominator_lines, sandbox_lines
+from .summary import SummaryRow, comparison_markdown, cost_check_lines, denominator_lines, sandbox_lines
 from .trajectories import trajectory_table
 
 FIGURES_DIR = "figures"
@@ -65,6 +65,7 @@ def _headline(data: ReportData) -> list[str]:
     ]
     lines += _accuracy_lines(data)
     lines += _cost_lines(data, rows)
+    lines += [f"Cost sources differ: {line.removeprefix('- ')}" for line in cost_check_lines(data.records)]
     counts = {
         "errors": sum(r.errors for r in rows),
         "infrastructure errors": sum(r.infra_errors for r in rows),

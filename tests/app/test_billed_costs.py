@@ -58,18 +58,36 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
 
 
-def test_an_openrouter_reply_without_usage_is_unknown_never_zero_and_never_cheapest(tmp_path: Path) -> None:
+TABLE = "{input_per_mtok: 1.25, output_per_mtok: 10.0}"
+TABLE_COST = (100 * 1.25 + 10 * 10.0) / 1e6  # a call of 100 in, 10 out at the table's rates
+
+
+def test_without_usage_cost_is_unknown_never_cheapest_and_a_bill_3x_the_table_is_named(tmp_path: Path) -> None:
+    """One run, two models of one OpenRouter-like server: `silent` replies without usage, `billed` reports a
+    cost three times what the price table gives for its tokens."""
     out = tmp_path / "run"
     with FakeOpenAIServer() as fake:
-        fake.responder = answer_with({"silent": None, "counted": usage(100, 10)})
-        price = "{input_per_mtok: 1.25, output_per_mtok: 10.0}"
-        run(
-            tmp_path, openrouter_table(tmp_path, fake.base_url, silent=price, counted=price), ["silent", "counted"], out
-        )
+        fake.responder = answer_with({"silent": None, "billed": usage(100, 10, cost=3 * TABLE_COST)})
+        table = openrouter_table(tmp_path, fake.base_url, silent=TABLE, billed=TABLE)
+        run(tmp_path, table, ["silent", "billed"], out)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     silent = [r["usage"] for r in records if r["model"] == "silent"]
     assert silent and all(u["cost_usd"] is None and u["input_tokens"] is None for u in silent)
+    billed = [r["usage"] for r in records if r["model"] == "billed"]
+    for spent in billed:  # the provider's is the cost, the table's for the same tokens kept beside it
+        assert spent["table_cost_usd"] == pytest.approx(
+            (spent["input_tokens"] * 1.25 + spent["output_tokens"] * 10) / 1e6
+        )
+        assert spent["cost_usd"] == pytest.approx(3 * spent["table_cost_usd"])
+    provider, table = sum(u["cost_usd"] for u in billed), sum(u["table_cost_usd"] for u in billed)
+
     report = (out / "report.md").read_text()
-    cheapest = next(line for line in report.splitlines() if "Cheapest" in line)
-    assert "silent" not in cheapest
+    cheapest = [line for line in report.splitlines() if "Cheapest" in line]
+    assert all("silent" not in line for line in cheapest)
     assert "Cost unknown" in report and "tool_use/silent" in report
+    summary = (out / "summary.md").read_text()
+    for text in (summary, report):
+        named = next(line for line in text.splitlines() if "price table gives" in line)
+        assert named.lstrip("- ").startswith(("billed:", "Cost sources differ: billed:"))
+        assert f"${provider:.6f}" in named and f"${table:.6f}" in named
+        assert "(+200%)" in named
