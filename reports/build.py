@@ -85,6 +85,8 @@ def _accuracy_lines(data: ReportData) -> list[str]:
     figures = ranking_figures(data)
     best = f"{scored[0].system}/{scored[0].model}"
     accuracy, n, interval = figures[best]
+    if accuracy <= 0:  # a 0-vs-0 tie crowns nobody
+        return [f"Most accurate: none: no row answered correctly (accuracy 0.000 for all {len(scored)} rows, n={n})"]
     ci = "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
     tied = [f"{r.system}/{r.model}" for r in scored[1:] if figures[f"{r.system}/{r.model}"][0] == accuracy]
     shared = any(r.accuracy_n != n for r in scored)
@@ -98,23 +100,32 @@ def _accuracy_lines(data: ReportData) -> list[str]:
 
 
 def _cost_lines(data: ReportData, rows: list[SummaryRow]) -> list[str]:
-    """Cheapest among the rows whose every unit has a known cost (a row of unknown cost is never cheapest),
-    and fastest."""
+    """Cheapest and fastest among the rows that answered at least one task correctly (a row that earned nothing
+    is crowned for nothing), the cheapest among those whose every unit has a known cost (a row of unknown cost
+    is never cheapest); a tie names every tied row."""
     spent, shares = [r for r in rows if r.units > r.unavailable], index_shares(data)
+    earned = [r for r in spent if (r.accuracy or 0.0) > 0]
     priced = [r for r in spent if amortised_cost_per_task(r, shares) is not None]
     lines = []
-    if priced:
-        cheapest = min(priced, key=lambda r: amortised_cost_per_task(r, shares) or 0.0)  # index building amortised
-        per_task, own = amortised_cost_per_task(cheapest, shares), cost_per_task(cheapest)
+    candidates = [r for r in priced if r in earned]
+    if candidates:
+        per_task = min(amortised_cost_per_task(r, shares) or 0.0 for r in candidates)  # index building amortised
+        cheapest = [r for r in candidates if amortised_cost_per_task(r, shares) == per_task]
+        own = cost_per_task(cheapest[0])
         beside = f" (with its index building; ${own:.5f} for the tasks alone)" if per_task != own else ""
-        lines.append(f"Cheapest: {cheapest.system}/{cheapest.model} ${per_task:.5f} per task{beside}")
+        tied = " (tied)" if len(cheapest) > 1 else ""
+        names = ", ".join(f"{r.system}/{r.model}" for r in cheapest)
+        lines.append(f"Cheapest: {names}{tied} ${per_task:.5f} per task{beside}")
+    elif priced:
+        lines.append("Cheapest: none: no row of known cost answered any task correctly")
     unpriced = [f"{r.system}/{r.model}" for r in spent if r not in priced]
     if unpriced:
         lines.append(f"Cost unknown (not recorded; never counted as $0): {_some(unpriced)}")
-    timed = [r for r in spent if r.mean_latency_s is not None]
-    fastest = min(timed, key=lambda r: r.mean_latency_s or 0.0) if timed else None
-    if fastest is not None:
-        lines.append(f"Fastest: {fastest.system}/{fastest.model} {fastest.mean_latency_s:.3f} s per task")
+    timed = [r for r in earned if r.mean_latency_s is not None]
+    if timed:
+        seconds = min(r.mean_latency_s or 0.0 for r in timed)
+        fastest = ", ".join(f"{r.system}/{r.model}" for r in timed if r.mean_latency_s == seconds)
+        lines.append(f"Fastest: {fastest} {seconds:.3f} s per task")
     return lines
 
 
