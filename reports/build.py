@@ -326,15 +326,17 @@ def build_report(
     *,
     infra_errors_as_failures: bool = False,
     judge: ModelConfig | None = None,
+    merge_runs: bool = False,
 ) -> ReportFiles:
     """Build the report of one or several run directories into `out` (default: the only run directory);
-    with `judge`, wrong answers get their judged failure modes. Raises ReportError for input it cannot read.
+    with `judge`, wrong answers get their judged failure modes; with `merge_runs`, runs of a system × model run
+    alike are one row (`runs.row_names`). Raises ReportError for input it cannot read.
     A run log already read (the end of a run hands over the one its summary read) is not read again."""
     given = list(run_dirs)
     dirs = [run.run_dir if isinstance(run, RunLog) else Path(run) for run in given]
     if out is None and len(dirs) != 1:
         raise ReportError("several run directories make one report: say where with --out DIR")
-    parts = load_comparison(given, infra_errors_as_failures=infra_errors_as_failures)
+    parts = load_comparison(given, infra_errors_as_failures=infra_errors_as_failures, merge_runs=merge_runs)
     for data in parts:
         if not data.records:
             raise ReportError(f"{data.runs[0].run_dir}: the run has no results yet (results.jsonl is empty)")

@@ -65,7 +65,7 @@ def index_cost(manifest: Manifest, system: str, model: str) -> float | None:
 
 def index_shares(data: ReportData) -> dict[tuple[str, str], float | None]:
     """(row system, model) -> the index cost charged to that row's records in the report (None: unknown)."""
-    names = row_names(data.runs)
+    names = row_names(data.runs, merge_runs=data.merge_runs)
     kept = set(data.common_tasks)
     charged: dict[tuple[str, str], float | None] = {}
     for position, run in enumerate(data.runs):

@@ -857,6 +857,7 @@ def comparison_markdown(title: str, rows: dict[str, list[SummaryRow]], sources: 
     for benchmark, found in rows.items():
         lines += ["", f"## {benchmark}", "", *table_lines(found, columns_for(benchmark))]
         lines += [line.replace("## Accuracy", "### Accuracy") for line in level_lines(found)]
-    lines += ["", "Rows are system × model on the tasks every row of the benchmark has; runs that ran a system with"]
-    lines += ["the same settings are one row, others are labelled [with what differs]. report.md has the rest."]
+    lines += ["", "Rows are system × model on the tasks every row of the benchmark has, one per run (named @ the run's"]
+    lines += ["label) unless --merge-runs made the runs of a system run alike one row; rows run otherwise are"]
+    lines += ["labelled [with what differs]. report.md has the rest."]
     return "\n".join(lines) + "\n"

@@ -69,7 +69,8 @@ def test_without_usage_cost_is_unknown_never_cheapest_and_a_bill_3x_the_table_is
     with FakeOpenAIServer() as fake:
         fake.responder = answer_with({"silent": None, "billed": usage(100, 10, cost=3 * TABLE_COST)})
         table = openrouter_table(tmp_path, fake.base_url, silent=TABLE, billed=TABLE)
-        run(tmp_path, table, ["silent", "billed"], out)
+        run(tmp_path, table, ["silent", "billed"], out, "--label", "before")
+    assert json.loads((out / "manifest.json").read_text())["config"]["label"] == "before"  # `--label`
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     silent = [r["usage"] for r in records if r["model"] == "silent"]
     assert silent and all(u["cost_usd"] is None and u["input_tokens"] is None for u in silent)

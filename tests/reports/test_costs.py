@@ -64,7 +64,7 @@ def test_amortised_index_cost_spreads_built_and_cached_indexes_over_the_rows_tas
 
 def test_a_report_over_two_runs_charges_each_kept_task_its_own_runs_share(wide_run):
     first, second = rag_run(wide_run, "first"), rag_run(wide_run, "second")
-    (data,) = load_comparison([first, second])
+    (data,) = load_comparison([first, second], merge_runs=True)
     # the same 6 tasks twice (two epochs each): each run's 0.18 over its own 6 tasks, both kept
     assert index_shares(data)[("rag_naive", "gpt-5-mini")] == pytest.approx(0.36)
     rag = next(r for r in data.summary() if (r.system, r.model) == ("rag_naive", "gpt-5-mini"))
