@@ -515,6 +515,6 @@ def test_scripted_lotus_plan_of_the_wrong_shape_ends_the_unit_as_the_systems_fai
             return Message(role="assistant", content=json.dumps(plan))
         return tool_call_message("answer", {"answer": "none"})
 
-    record, trace, _ = run_task(tmp_path, scripted_model(respond), task, "lotus", **BIG)
+    record, _, _ = run_task(tmp_path, scripted_model(respond), task, "lotus", **BIG)
     assert record["status"] == "error"
     assert record["error"].startswith("lotus: the plan's") and "AttributeError" not in record["error"]
