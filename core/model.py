@@ -11,6 +11,7 @@ twin (the OpenAI-compatible endpoint of `providers/endpoint.py`), which goes thr
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import AnswerStatus, ToolCall
-from .trace import FailedAttempt, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
+from .trace import FailedAttempt, LocalTokenCount, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
 
 
 class Message(BaseModel):
@@ -177,13 +178,56 @@ class ModelResponse(BaseModel):
 
 
 class Price(BaseModel):
+    """A model's published rates, USD per million tokens of each class a provider bills apart. A class without a
+    rate of its own is billed at the rate it is part of: cached input and cache writes at `input_per_mtok`,
+    reasoning at `output_per_mtok` (as OpenAI and DeepSeek bill it). `checked` is the date the rates were
+    last checked against the provider's published prices (`source`)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    input_per_mtok: float = Field(default=0.0, ge=0)  # USD per million input tokens
+    input_per_mtok: float = Field(default=0.0, ge=0)  # USD per million input tokens not served from a cache
     output_per_mtok: float = Field(default=0.0, ge=0)  # USD per million output tokens (reasoning included)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)  # a prompt-cache read (a cache hit)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)  # input written to the prompt cache
+    reasoning_per_mtok: float | None = Field(default=None, ge=0)  # hidden reasoning, part of the output
+    request_fee_usd: float = Field(default=0.0, ge=0)  # USD per request, whatever its tokens
+    checked: str | None = None  # YYYY-MM-DD
+    source: str | None = None
 
-    def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok) / 1e6
+    @property
+    def rates(self) -> dict[str, float]:
+        """The rate of every class (USD per million tokens; the request fee per request), defaults filled in."""
+        given = self.input_per_mtok, self.output_per_mtok
+        return {
+            "input": given[0],
+            "cached_input": given[0] if self.cached_input_per_mtok is None else self.cached_input_per_mtok,
+            "cache_write": given[0] if self.cache_write_per_mtok is None else self.cache_write_per_mtok,
+            "output": given[1],
+            "reasoning": given[1] if self.reasoning_per_mtok is None else self.reasoning_per_mtok,
+            "request": self.request_fee_usd,
+        }
+
+    @property
+    def charges(self) -> bool:
+        """Whether any rate is above 0 (a price of all zeros: a free model)."""
+        return any(self.rates.values())
+
+    def cost(self, usage: Usage, requests: int = 1) -> float:
+        """USD for the usage's tokens, each class at its rate, and `requests` request fees. Cached and written
+        input are parts of `input_tokens`, reasoning a part of `output_tokens` (as providers report them)."""
+        rates = self.rates
+        cached, written = usage.cached_tokens or 0, usage.cache_write_tokens or 0
+        reasoning = usage.reasoning_tokens or 0
+        fresh = max(0, (usage.input_tokens or 0) - cached - written)
+        visible = max(0, (usage.output_tokens or 0) - reasoning)
+        per_million = (
+            fresh * rates["input"]
+            + cached * rates["cached_input"]
+            + written * rates["cache_write"]
+            + visible * rates["output"]
+            + reasoning * rates["reasoning"]
+        )
+        return per_million / 1e6 + requests * rates["request"]
 
 
 class ModelConfig(BaseModel):
@@ -502,13 +546,16 @@ class MeteredModel:
         try:
             response = self._attempts(request, context, call)
         except ModelError as error:
-            call.paid = self._price(_with_paid_attempts(Usage(), call.failed))  # billed although the call failed
+            paid = _paid_requests(call.failed)  # billed although the call failed
+            call.paid = self._price(_with_paid_attempts(Usage(), call.failed), paid)
             self._record(call, recorder.phases.after_model_call(agent, phase, []), None, error)
             if recorder.remaining_s() <= 0:  # the call was cut short by the task's wall-time budget
                 raise recorder.refuse("time_limit", f"wall-time limit reached during a model call: {error}") from error
             raise
         response.usage = _with_paid_attempts(response.usage, call.failed)
-        self._price(response.usage)
+        self._price(response.usage, 1 + _paid_requests(call.failed))
+        if not response.usage.tokens_known:  # the budget still meets this call: counted here, said in the record
+            call.local_tokens = local_token_count(request, response.message)
         called = [c.name for c in response.message.tool_calls or []]
         self._record(call, recorder.phases.after_model_call(agent, phase, called), response, None)
         return response
@@ -575,19 +622,23 @@ class MeteredModel:
         call.backoff_s += wait
         return True
 
-    def _price(self, usage: Usage) -> Usage:
+    def _price(self, usage: Usage, requests: int = 1) -> Usage:
         """The provider's cost, else the alias's price (explicitly 0: free); no tokens and a backend that bills
-        nothing cost $0; an API model without a price costs an unknown amount (None), never $0."""
-        if usage.cost_source == "provider":
-            return usage
+        nothing cost $0; an API model without a price costs an unknown amount (None), never $0. The price
+        table's figure is kept beside a provider's cost (`table_cost_usd`), so the two can be compared."""
         price, known = self.config.price, usage.tokens_known
+        table = price.cost(usage, requests) if price is not None and price.charges and known else None
+        if usage.cost_source == "provider":
+            usage.table_cost_usd = table
+            return usage
         free_backend = getattr(self.provider, "bills_nothing", False)
-        if price is not None and known and (price.input_per_mtok or price.output_per_mtok):
-            usage.cost_usd, usage.cost_source = price.cost(usage), "price_table"
+        if table is not None:
+            usage.cost_usd, usage.cost_source = table, "price_table"
         elif (known and (price is not None or not usage.total_tokens)) or free_backend:
             usage.cost_usd, usage.cost_source = 0.0, "free"  # priced at 0 explicitly, no tokens, or a free backend
         else:
             usage.cost_usd, usage.cost_source = None, "unknown"
+        usage.table_cost_usd = usage.cost_usd
         return usage
 
     def _record(self, call: _Call, phase: Phase, response: ModelResponse | None, error: ModelError | None) -> None:
@@ -618,8 +669,22 @@ class MeteredModel:
                 generation_sent=call.sent,
                 request_options=call.options,
                 logprobs=response.logprobs if response else None,
+                local_tokens=call.local_tokens,
             )
         )
+
+
+def local_token_count(request: ModelRequest, reply: Message) -> LocalTokenCount:
+    """The tokens of a call whose provider reported none, by the stated estimate (`LocalTokenCount`): the
+    text sent (messages, tool calls, tool schemas) and the text received."""
+    sent = [_message_text(message) for message in request.messages]
+    sent += [json.dumps(tool.model_dump()) for tool in request.tools]
+    return LocalTokenCount.estimate("".join(sent), _message_text(reply))
+
+
+def _message_text(message: Message) -> str:
+    calls = [json.dumps(call.model_dump(mode="json")) for call in message.tool_calls or []]
+    return (message.content or "") + "".join(calls)
 
 
 def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
@@ -632,8 +697,18 @@ def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
         usage.output_tokens += extra.output_tokens
         usage.reasoning_tokens += extra.reasoning_tokens
         usage.cached_tokens += extra.cached_tokens
+        usage.cache_write_tokens = _sum(usage.cache_write_tokens, extra.cache_write_tokens)
         usage.cost_usd = None if usage.cost_usd is None or extra.cost_usd is None else usage.cost_usd + extra.cost_usd
     return usage
+
+
+def _sum(first: int | None, second: int | None) -> int | None:
+    return None if first is None or second is None else first + second
+
+
+def _paid_requests(failed: list[FailedAttempt]) -> int:
+    """Failed attempts whose reply was billed (it reported usage): each a request fee."""
+    return sum(1 for attempt in failed if attempt.usage is not None)
 
 
 @dataclass
@@ -651,3 +726,4 @@ class _Call:
     paid: Usage | None = None  # a failed call: what its failed attempts were billed
     sent: dict[str, float | int] = field(default_factory=dict)  # the sampling settings the request carried
     options: dict[str, Any] | None = None  # the request's options, as the system sent them
+    local_tokens: LocalTokenCount | None = None  # the provider reported no tokens: the suite's count

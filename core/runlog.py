@@ -31,6 +31,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, quote_plus
@@ -447,6 +448,16 @@ def read_manifest(run_dir: Path) -> Manifest:
         raise _invalid(str(path), error) from None
 
 
+def json_lines(path: Path) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of a JSON Lines file; None for a line that is not UTF-8: a write cut inside a
+    multi-byte character (`kill -9` after a non-ASCII answer), which is a partial write like any other."""
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError:
+            yield number, None
+
+
 def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
     """The records of results.jsonl and warnings about lines that are not JSON (a run killed
     mid-write leaves at most one partial last line; that unit runs again on --resume). A line
@@ -456,7 +467,10 @@ def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
     warnings: list[str] = []
     if not path.exists():
         return records, warnings
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in json_lines(path):
+        if line is None:
+            warnings.append(f"{path}:{number}: unreadable record (partial write?); its unit will be run again")
+            continue
         if not line.strip():
             continue
         record = _current_record(line)
@@ -521,7 +535,7 @@ def _add_usage(total: Usage, usage: Usage) -> None:
     differ make the total's source "mixed"."""
     had_some = bool(total.total_tokens or total.cost_usd) or total.cost_usd is None
     summed = total.plus(usage)
-    for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd"):
+    for name in Usage.SUMMED:
         setattr(total, name, getattr(summed, name))
     if not had_some or summed.cost_usd is None:
         total.cost_source = summed.cost_source if summed.cost_usd is None else usage.cost_source
@@ -549,11 +563,11 @@ def read_spend_journal(run_dir: Path, records: list[ResultRecord]) -> SpendJourn
     spent: dict[str, InterruptedSpend] = {}
     requests: dict[str, list[int]] = {}  # attempt -> [requests sent, requests of finished calls]
     warnings = journal.warnings
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    for number, line in json_lines(path):
+        if line is not None and not line.strip():
             continue
         try:
-            call = SpentCall.model_validate_json(line)
+            call = SpentCall.model_validate_json(line or "")
         except ValidationError:
             warnings.append(f"{path}:{number}: unreadable line (cut by a crash?); that call's usage is not counted")
             continue

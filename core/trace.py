@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -49,9 +49,24 @@ class Usage(BaseModel):
     output_tokens: int | None = 0
     reasoning_tokens: int | None = 0  # part of output_tokens, reported separately by some providers
     cached_tokens: int | None = 0  # part of input_tokens served from the provider's prompt cache
+    cache_write_tokens: int | None = 0  # part of input_tokens written to the provider's prompt cache
     cost_usd: float | None = 0.0
     # mixed: a sum over sources; unknown: nobody recorded what the calls cost (cost_usd is None)
     cost_source: Literal["provider", "price_table", "free", "mixed", "cached", "unknown"] = "free"
+    # The price table's figure for the same tokens (the alias's `price:`), kept beside a provider's reported
+    # cost so the two can be compared; equal to cost_usd when the table priced the call; None: no table figure.
+    table_cost_usd: float | None = None
+
+    # The fields a sum adds up (`plus`): every count and both costs.
+    SUMMED: ClassVar[tuple[str, ...]] = (
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+        "table_cost_usd",
+    )
 
     @classmethod
     def unknown(cls) -> Usage:
@@ -61,6 +76,7 @@ class Usage(BaseModel):
             output_tokens=None,
             reasoning_tokens=None,
             cached_tokens=None,
+            cache_write_tokens=None,
             cost_usd=None,
             cost_source="unknown",
         )
@@ -80,8 +96,7 @@ class Usage(BaseModel):
 
     def plus(self, other: Usage) -> Usage:
         """The sum of two usages: a part unknown in either is unknown; sources that differ are "mixed"."""
-        fields = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd")
-        summed = {name: _known_sum(getattr(self, name), getattr(other, name)) for name in fields}
+        summed = {name: _known_sum(getattr(self, name), getattr(other, name)) for name in self.SUMMED}
         if summed["cost_usd"] is None:
             source = "unknown"
         else:
@@ -117,6 +132,28 @@ class CachedCall(BaseModel):
     original_cost_source: str = "free"
 
 
+# How the suite counts a call's tokens when its provider reported none (`LocalTokenCount.method`).
+CHARACTERS_PER_TOKEN = 4
+ESTIMATE_METHOD = f"estimate: {CHARACTERS_PER_TOKEN} characters per token"
+
+
+class LocalTokenCount(BaseModel):
+    """Tokens counted here for a call whose provider reported none: what the token budget meets. The call's
+    usage stays unknown (never 0) in every total; this count only keeps the budget enforced."""
+
+    input_tokens: int
+    output_tokens: int
+    method: str = ESTIMATE_METHOD  # how they were counted (a tokenizer's name, or the stated estimate)
+
+    @classmethod
+    def estimate(cls, sent: str, received: str) -> LocalTokenCount:
+        return cls(input_tokens=_estimated(sent), output_tokens=_estimated(received))
+
+
+def _estimated(text: str) -> int:
+    return -(-len(text) // CHARACTERS_PER_TOKEN)  # rounded up: a budget errs on the side of stopping
+
+
 class ModelCallStep(BaseModel):
     kind: Literal["model_call"] = "model_call"
     index: int
@@ -148,6 +185,16 @@ class ModelCallStep(BaseModel):
     # The request's fields beyond the run's governance (`stop`, `response_format`, ...), as sent; None: none.
     request_options: dict[str, Any] | None = None
     logprobs: dict[str, Any] | None = None  # the reply's log probabilities, when the request asked for them
+    # The provider reported no token counts: the suite's own count, which the token budget meets (None: reported)
+    local_tokens: LocalTokenCount | None = None
+
+    @property
+    def budget_tokens(self) -> int:
+        """Input + output tokens as the budget counts them: reported, else counted locally (`local_tokens`)."""
+        usage, local = self.usage, self.local_tokens
+        sent = usage.input_tokens if usage.input_tokens is not None else (local.input_tokens if local else 0)
+        received = usage.output_tokens if usage.output_tokens is not None else (local.output_tokens if local else 0)
+        return sent + received
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -262,6 +309,11 @@ class Trace(BaseModel):
         for step in calls[1:]:
             total = total.plus(step.usage)
         return total.model_copy()
+
+    def budget_tokens(self) -> int:
+        """The tokens the token budget counts: every call's reported tokens, or its local count where its
+        provider reported none (`ModelCallStep.local_tokens`)."""
+        return sum(step.budget_tokens for step in self.model_calls)
 
     def retries(self) -> int:
         """Attempts beyond the first, over all model calls."""
@@ -548,7 +600,7 @@ class TraceRecorder:
             raise self.refuse("time_limit", f"wall-time limit of {self.budgets.wall_time_s}s reached")
         if admitted >= self.budgets.max_steps:
             raise self.refuse("max_steps", f"step limit of {self.budgets.max_steps} model calls reached")
-        if self.trace.usage().total_tokens >= self.budgets.max_tokens:
+        if self.trace.budget_tokens() >= self.budgets.max_tokens:
             raise self.refuse("max_tokens", f"token limit of {self.budgets.max_tokens} reached")
 
     def mark_answer(self, agent: str | None) -> None:

@@ -68,6 +68,7 @@ class RunConfig(BaseModel):
     epochs: int = Field(default=1, ge=1, strict=True)
     concurrency: int | None = Field(default=None, ge=1, strict=True)  # None: by the models' providers (RunPlan)
     out: str | None = None
+    label: str | None = None  # the run's name in a report of several runs (default: its folder's name)
     judge: str | None = None  # model alias of the LLM judge for report rubrics; None: no judge
     base_url: str | None = None  # for openai-compatible:<id> models named on the command line
     api_key_env: str | None = None

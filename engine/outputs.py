@@ -41,12 +41,20 @@ def write_summary(run_dir: Path, infra_errors_as_failures: bool = False, to: Pat
 
 
 def write_report(
-    runs: list[Path | RunLog], out: Path | None, *, infra_errors_as_failures: bool = False, judge: Any = None
+    runs: list[Path | RunLog],
+    out: Path | None,
+    *,
+    infra_errors_as_failures: bool = False,
+    judge: Any = None,
+    merge_runs: bool = False,
 ) -> ReportFiles:
-    """The comparison report (`reports/build.py`); raises ReportError for input it cannot read."""
+    """The comparison report (`reports/build.py`); raises ReportError for input it cannot read. Runs of one system
+    × model are a row each unless `merge_runs`."""
     from ..reports import build_report  # charts and the browser bundle load only when needed
 
-    return build_report(runs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge)
+    return build_report(
+        runs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge, merge_runs=merge_runs
+    )
 
 
 def spend_lines(run: RunLog) -> list[str]:

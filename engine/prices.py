@@ -15,9 +15,11 @@ OpenRouter adds or drops elsewhere in the list must not stop a price refresh.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -75,26 +77,46 @@ def fetch_prices(key: str, base_url: str | None = None, timeout_s: float = 30.0)
     return {entry["id"]: price for entry in models if (price := _price(entry)) is not None}
 
 
+# OpenRouter's per-token price of each token class (`pricing`), and the alias table's rate it sets.
+_CLASSES = {
+    "input_cache_read": "cached_input_per_mtok",
+    "input_cache_write": "cache_write_per_mtok",
+    "internal_reasoning": "reasoning_per_mtok",
+}
+
+
 def _price(entry: Any) -> Price | None:
-    """The entry's price per million tokens; None when it has none (a router with variable prices: -1)."""
+    """The entry's price per million tokens of each class it lists (its request fee per request); None when
+    it has none (a router with variable prices: -1)."""
     try:
         pricing = entry["pricing"]
         per_token = float(pricing["prompt"]), float(pricing["completion"])
+        extra = {rate: float(pricing[name]) for name, rate in _CLASSES.items() if pricing.get(name) is not None}
+        fee = float(pricing.get("request") or 0)
     except (KeyError, TypeError, ValueError):
         return None
-    if min(per_token) < 0:
+    if min(per_token) < 0 or min(extra.values(), default=0) < 0 or fee < 0:
         return None
-    return Price(input_per_mtok=round(per_token[0] * 1e6, 6), output_per_mtok=round(per_token[1] * 1e6, 6))
+    return Price(
+        input_per_mtok=round(per_token[0] * 1e6, 6),
+        output_per_mtok=round(per_token[1] * 1e6, 6),
+        **{rate: round(value * 1e6, 6) for rate, value in extra.items()},
+        request_fee_usd=fee,
+        checked=date.today().isoformat(),
+        source="OpenRouter's model list",
+    )
 
 
 def refresh_table(path: Path, prices: dict[str, Price]) -> list[PriceChange]:
     """Write the new prices of the OpenRouter aliases of the table at `path`; the changes made."""
     table = load_model_table(path)
-    changes = [
-        PriceChange(alias, model.model_id, model.price, prices[model.model_id])
-        for alias, model in table.items()
-        if model.provider == "openrouter" and model.model_id in prices and model.price != prices[model.model_id]
-    ]
+    changes = []
+    for alias, model in table.items():
+        if model.provider != "openrouter" or model.model_id not in prices:
+            continue
+        new = _merged(model.price, prices[model.model_id])
+        if model.price is None or model.price.rates != new.rates:
+            changes.append(PriceChange(alias, model.model_id, model.price, new))
     if not changes:
         return []
     text = path.read_text(encoding="utf-8")
@@ -103,7 +125,9 @@ def refresh_table(path: Path, prices: dict[str, Price]) -> list[PriceChange]:
     temporary.write_text(new_text, encoding="utf-8")
     try:
         written = load_model_table(temporary)
-        if any(written[c.alias].price != c.new for c in changes):  # never leave a table that says otherwise
+        if any(
+            written[c.alias].price != c.new for c in changes
+        ):  # never leave a table that says otherwise
             raise PriceRefreshError(f"{path}: could not rewrite the prices in place; nothing was changed")
         temporary.replace(path)
     finally:
@@ -120,8 +144,7 @@ def _with_prices(text: str, prices: dict[str, Price]) -> str:
     for start, end, alias in reversed(_alias_blocks(lines)):  # from the end: earlier indices stay valid
         if alias not in prices:
             continue
-        new = f"    price: {{input_per_mtok: {prices[alias].input_per_mtok:g}, "
-        new += f"output_per_mtok: {prices[alias].output_per_mtok:g}}}\n"
+        new = f"    price: {_flow(prices[alias])}\n"
         keys = {line.split(":", 1)[0].strip(): i for i in range(start, end) if (line := lines[i]).startswith("    ")}
         if "price" in keys:
             first = last = keys["price"]
@@ -131,6 +154,27 @@ def _with_prices(text: str, prices: dict[str, Price]) -> str:
         else:
             lines.insert(keys["model_id"] + 1, new)
     return "".join(lines)
+
+
+def _merged(old: Price | None, listed: Price) -> Price:
+    """The listed rates over the table's: a class the list does not price (a cache rate) keeps the table's."""
+    if old is None:
+        return listed
+    return old.model_copy(update={**listed.model_dump(exclude_defaults=True), **_base_rates(listed)})
+
+
+def _base_rates(price: Price) -> dict[str, float | str | None]:
+    return {"input_per_mtok": price.input_per_mtok, "output_per_mtok": price.output_per_mtok}
+
+
+def _flow(price: Price) -> str:
+    """The price as one YAML flow mapping: the rates it sets (never a default), its date and source."""
+    fields = price.model_dump(exclude_defaults=True)
+    fields.setdefault("input_per_mtok", price.input_per_mtok)
+    fields.setdefault("output_per_mtok", price.output_per_mtok)
+    shown = [f"{key}: {value:g}" for key, value in fields.items() if isinstance(value, float | int)]
+    shown += [f"{key}: {json.dumps(value)}" for key, value in fields.items() if isinstance(value, str)]
+    return "{" + ", ".join(shown) + "}"
 
 
 def _alias_blocks(lines: list[str]) -> list[tuple[int, int, str]]:

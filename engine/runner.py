@@ -54,7 +54,7 @@ from ..core.system import (
     system_names,
 )
 from ..core.task import Task
-from ..core.trace import utc_now
+from ..core.trace import Usage, utc_now
 from ..evaluators.rubric import JUDGE_PROMPT_HASH, JUDGE_VERSION
 from ..providers.endpoint import GatewayServer
 from ..providers.replay import ReplayLog
@@ -602,7 +602,7 @@ def keep_earlier_spend(record: ResultRecord, earlier: ResultRecord | None) -> No
         return
     spent = earlier.usage
     summed = record.usage.plus(spent)  # an unknown part (a model without a price) stays unknown, never 0
-    for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "cost_usd"):
+    for name in Usage.SUMMED:
         setattr(record.usage, name, getattr(summed, name))
     if summed.cost_usd is None:
         record.usage.cost_source = "unknown"

@@ -118,6 +118,7 @@ def response_of(step: ModelCallStep) -> ModelResponse:
         output_tokens=step.usage.output_tokens,
         reasoning_tokens=step.usage.reasoning_tokens,
         cached_tokens=step.usage.cached_tokens,
+        cache_write_tokens=step.usage.cache_write_tokens,
         cost_usd=0.0,
         cost_source="provider",  # not priced again by MeteredModel; `annotate` marks it "cached"
     )
@@ -190,6 +191,7 @@ class KeyedProvider(ModelProvider):
         if pending.cached is not None:
             step.cached = pending.cached
             step.usage.cost_usd, step.usage.cost_source = 0.0, "cached"
+            step.usage.table_cost_usd = 0.0  # nothing was billed now, by either source
         if step.success:
             self.answered(pending, step)
 

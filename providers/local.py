@@ -206,8 +206,10 @@ def _complete(
         with llama.constrained(grammar, temperature=temperature, seed=seed, close_after=close_after):
             out = llama.create_completion(prompt, temperature=0.0, **limits)  # ConstrainedLlama.sample samples
     watch.finished(out["usage"]["completion_tokens"])
-    if watch.stopped:
-        raise ModelError(watch.stopped)
+    if watch.stopped:  # the tokens it read and generated were spent: the trace and the token budget count them
+        counts = out["usage"]
+        spent = Usage(input_tokens=counts["prompt_tokens"], output_tokens=counts["completion_tokens"])
+        raise ModelError(watch.stopped, usage=spent)
     return out
 
 

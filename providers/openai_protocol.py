@@ -225,6 +225,7 @@ def usage_from_openai(raw: dict[str, Any] | None) -> Usage:
         output_tokens=_count(raw.get("completion_tokens")),
         reasoning_tokens=details.get("reasoning_tokens") or 0,
         cached_tokens=prompt_details.get("cached_tokens") or 0,
+        cache_write_tokens=prompt_details.get("cache_write_tokens") or 0,
     )
     if isinstance(raw.get("cost"), int | float):  # OpenRouter reports the charged USD amount
         usage.cost_usd, usage.cost_source = float(raw["cost"]), "provider"
@@ -241,7 +242,10 @@ def usage_to_openai(usage: Usage) -> dict[str, Any]:
         "prompt_tokens": usage.input_tokens or 0,
         "completion_tokens": usage.output_tokens or 0,
         "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens or 0},
+        "prompt_tokens_details": {
+            "cached_tokens": usage.cached_tokens or 0,
+            "cache_write_tokens": usage.cache_write_tokens or 0,
+        },
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
         "cost": usage.cost_usd,
     }

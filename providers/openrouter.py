@@ -43,7 +43,13 @@ from ..core.safe_load import load_json
 from ..core.trace import Usage
 from .http_deadline import deadline, deadline_client, malformed, redact, retry_after_s, status_error, transport_error
 from .openai_http import error_message, parse_reply, usage_on_error
-from .openai_protocol import GOVERNED_FIELDS, arguments_defect, request_to_openai, response_from_openai
+from .openai_protocol import (
+    GOVERNED_FIELDS,
+    arguments_defect,
+    request_to_openai,
+    response_from_openai,
+    usage_from_openai,
+)
 
 # imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
 LAZY_IMPORTS = ("openrouter", "openrouter.chat", "openrouter.utils")
@@ -238,9 +244,10 @@ def _response(result: components.ChatResult) -> ModelResponse:
 
 
 def usage_from_sdk(usage: components.ChatUsage | None) -> Usage:
-    """Typed usage: tokens, reasoning and cached tokens, and the cost OpenRouter charged."""
+    """Typed usage: tokens, reasoning and cached tokens, and the cost OpenRouter charged. A reply without
+    usage has unknown tokens and cost (as on every OpenAI-compatible server), never 0."""
     if usage is None:
-        return Usage()
+        return usage_from_openai(None)
     completion = usage.completion_tokens_details or None
     prompt = usage.prompt_tokens_details or None
     out = Usage(
@@ -248,6 +255,7 @@ def usage_from_sdk(usage: components.ChatUsage | None) -> Usage:
         output_tokens=usage.completion_tokens,
         reasoning_tokens=(completion.reasoning_tokens if completion else None) or 0,
         cached_tokens=(prompt.cached_tokens if prompt else None) or 0,
+        cache_write_tokens=(prompt.cache_write_tokens if prompt else None) or 0,
     )
     if isinstance(usage.cost, int | float):
         out.cost_usd, out.cost_source = float(usage.cost), "provider"

@@ -21,7 +21,7 @@ from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_comparison
 from .significance import leader_line, ranked, ranking_figures, significance_table
-from .summary import SummaryRow, comparison_markdown, denominator_lines, sandbox_lines
+from .summary import SummaryRow, comparison_markdown, cost_check_lines, denominator_lines, sandbox_lines
 from .trajectories import trajectory_table
 
 FIGURES_DIR = "figures"
@@ -65,6 +65,7 @@ def _headline(data: ReportData) -> list[str]:
     ]
     lines += _accuracy_lines(data)
     lines += _cost_lines(data, rows)
+    lines += [f"Cost sources differ: {line.removeprefix('- ')}" for line in cost_check_lines(data.records)]
     counts = {
         "errors": sum(r.errors for r in rows),
         "infrastructure errors": sum(r.infra_errors for r in rows),
@@ -84,6 +85,8 @@ def _accuracy_lines(data: ReportData) -> list[str]:
     figures = ranking_figures(data)
     best = f"{scored[0].system}/{scored[0].model}"
     accuracy, n, interval = figures[best]
+    if accuracy <= 0:  # a 0-vs-0 tie crowns nobody
+        return [f"Most accurate: none: no row answered correctly (accuracy 0.000 for all {len(scored)} rows, n={n})"]
     ci = "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
     tied = [f"{r.system}/{r.model}" for r in scored[1:] if figures[f"{r.system}/{r.model}"][0] == accuracy]
     shared = any(r.accuracy_n != n for r in scored)
@@ -97,23 +100,32 @@ def _accuracy_lines(data: ReportData) -> list[str]:
 
 
 def _cost_lines(data: ReportData, rows: list[SummaryRow]) -> list[str]:
-    """Cheapest among the rows whose every unit has a known cost (a row of unknown cost is never cheapest),
-    and fastest."""
+    """Cheapest and fastest among the rows that answered at least one task correctly (a row that earned nothing
+    is crowned for nothing), the cheapest among those whose every unit has a known cost (a row of unknown cost
+    is never cheapest); a tie names every tied row."""
     spent, shares = [r for r in rows if r.units > r.unavailable], index_shares(data)
+    earned = [r for r in spent if (r.accuracy or 0.0) > 0]
     priced = [r for r in spent if amortised_cost_per_task(r, shares) is not None]
     lines = []
-    if priced:
-        cheapest = min(priced, key=lambda r: amortised_cost_per_task(r, shares) or 0.0)  # index building amortised
-        per_task, own = amortised_cost_per_task(cheapest, shares), cost_per_task(cheapest)
+    candidates = [r for r in priced if r in earned]
+    if candidates:
+        per_task = min(amortised_cost_per_task(r, shares) or 0.0 for r in candidates)  # index building amortised
+        cheapest = [r for r in candidates if amortised_cost_per_task(r, shares) == per_task]
+        own = cost_per_task(cheapest[0])
         beside = f" (with its index building; ${own:.5f} for the tasks alone)" if per_task != own else ""
-        lines.append(f"Cheapest: {cheapest.system}/{cheapest.model} ${per_task:.5f} per task{beside}")
+        tied = " (tied)" if len(cheapest) > 1 else ""
+        names = ", ".join(f"{r.system}/{r.model}" for r in cheapest)
+        lines.append(f"Cheapest: {names}{tied} ${per_task:.5f} per task{beside}")
+    elif priced:
+        lines.append("Cheapest: none: no row of known cost answered any task correctly")
     unpriced = [f"{r.system}/{r.model}" for r in spent if r not in priced]
     if unpriced:
         lines.append(f"Cost unknown (not recorded; never counted as $0): {_some(unpriced)}")
-    timed = [r for r in spent if r.mean_latency_s is not None]
-    fastest = min(timed, key=lambda r: r.mean_latency_s or 0.0) if timed else None
-    if fastest is not None:
-        lines.append(f"Fastest: {fastest.system}/{fastest.model} {fastest.mean_latency_s:.3f} s per task")
+    timed = [r for r in earned if r.mean_latency_s is not None]
+    if timed:
+        seconds = min(r.mean_latency_s or 0.0 for r in timed)
+        fastest = ", ".join(f"{r.system}/{r.model}" for r in timed if r.mean_latency_s == seconds)
+        lines.append(f"Fastest: {fastest} {seconds:.3f} s per task")
     return lines
 
 
@@ -314,15 +326,17 @@ def build_report(
     *,
     infra_errors_as_failures: bool = False,
     judge: ModelConfig | None = None,
+    merge_runs: bool = False,
 ) -> ReportFiles:
     """Build the report of one or several run directories into `out` (default: the only run directory);
-    with `judge`, wrong answers get their judged failure modes. Raises ReportError for input it cannot read.
+    with `judge`, wrong answers get their judged failure modes; with `merge_runs`, runs of a system × model run
+    alike are one row (`runs.row_names`). Raises ReportError for input it cannot read.
     A run log already read (the end of a run hands over the one its summary read) is not read again."""
     given = list(run_dirs)
     dirs = [run.run_dir if isinstance(run, RunLog) else Path(run) for run in given]
     if out is None and len(dirs) != 1:
         raise ReportError("several run directories make one report: say where with --out DIR")
-    parts = load_comparison(given, infra_errors_as_failures=infra_errors_as_failures)
+    parts = load_comparison(given, infra_errors_as_failures=infra_errors_as_failures, merge_runs=merge_runs)
     for data in parts:
         if not data.records:
             raise ReportError(f"{data.runs[0].run_dir}: the run has no results yet (results.jsonl is empty)")

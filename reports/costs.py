@@ -12,7 +12,10 @@ cost-vs-quality chart use `amortised_cost_per_task`:
 - an index read from the cache is charged what building it cost (the report's `built`), so a second run
   is not cheaper than the first; a build that failed is charged what it spent;
 - the per-task-only figure (`cost_per_task`, what the records hold) is shown beside it;
-- a row with a unit whose cost is unknown (an imported trajectory) has no cost per task: unknown, never $0.
+- a row with a unit whose cost is unknown (an imported trajectory) has no cost per task: unknown, never $0;
+- an index several systems use (one entity graph for `rag_graph` and `rag_hippo`: the same cache key, corpus
+  and model) is one build, charged once: split evenly between the systems of the run that used it, so no
+  total counts it twice (`SHARED_RULE`).
 """
 
 from __future__ import annotations
@@ -24,24 +27,45 @@ from ..core.runlog import Manifest
 from .runs import ReportData, row_names
 from .summary import SummaryRow
 
+SHARED_RULE = "an index several systems used is charged once, split evenly between them"
+
+IndexId = tuple[object, ...]
+
+
+def index_uses(manifest: Manifest) -> dict[IndexId, tuple[float | None, set[str]]]:
+    """Each distinct index of the run (its layer, corpus, cache key and model) -> what building it cost (an
+    index read from the cache: what its build cost; None: unknown) and the systems that used it. An entry
+    without a cache key (runs written before it was kept) is an index of its own system."""
+    uses: dict[IndexId, tuple[float | None, set[str]]] = {}
+    for system, described in manifest.systems.items():
+        for position, entry in enumerate((described or {}).get("indexing") or []):
+            where = (entry.get("index"), entry.get("corpus"), entry.get("model"))
+            identity: IndexId = (*where, entry["key"]) if entry.get("key") else (*where, system, position)
+            spent = (entry.get("built") or {}) if entry.get("cached") else entry
+            cost = None if "cost_usd" in spent and spent["cost_usd"] is None else float(spent.get("cost_usd") or 0.0)
+            earlier, users = uses.get(identity, (cost, set()))
+            built_here = not entry.get("cached")  # the build this run made is the figure (a cache read repeats it)
+            uses[identity] = (cost if built_here else earlier, users | {system})
+    return uses
+
 
 def index_cost(manifest: Manifest, system: str, model: str) -> float | None:
-    """USD that building `system`'s indexes with `model` cost (read from the cache: what the build cost);
-    None when a build's cost is unknown (recorded as null: a model without a price)."""
+    """USD of `system`'s indexes with `model` charged to its row: each index's build cost (read from the cache:
+    what the build cost), split evenly between the systems that used it (`SHARED_RULE`); None when a build's
+    cost is unknown (recorded as null: a model without a price)."""
     total = 0.0
-    for entry in (manifest.systems.get(system) or {}).get("indexing") or []:
-        if entry.get("model") not in (None, "", model):
+    for (_, _, built_with, *_), (cost, users) in index_uses(manifest).items():
+        if system not in users or built_with not in (None, "", model):
             continue
-        spent = (entry.get("built") or {}) if entry.get("cached") else entry
-        if "cost_usd" in spent and spent["cost_usd"] is None:
+        if cost is None:
             return None
-        total += float(spent.get("cost_usd") or 0.0)
+        total += cost / len(users)
     return total
 
 
 def index_shares(data: ReportData) -> dict[tuple[str, str], float | None]:
     """(row system, model) -> the index cost charged to that row's records in the report (None: unknown)."""
-    names = row_names(data.runs)
+    names = row_names(data.runs, merge_runs=data.merge_runs)
     kept = set(data.common_tasks)
     charged: dict[tuple[str, str], float | None] = {}
     for position, run in enumerate(data.runs):

@@ -191,9 +191,9 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 
 def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The points no other point beats on both cost (lower) and accuracy (higher); a point of unknown cost is
-    on no frontier."""
-    points = [p for p in points if p["cost"] is not None]
+    """The points no other point beats on both cost (lower) and accuracy (higher); a point of unknown cost, or
+    of no correct answer (accuracy 0: the cheapest way to earn nothing is no trade-off), is on no frontier."""
+    points = [p for p in points if p["cost"] is not None and p["accuracy"] > 0]
 
     def dominated(p: dict[str, Any]) -> bool:
         return any(

@@ -1,7 +1,8 @@
 """The records a report compares: one or several run directories of one or several benchmarks, read through
-the typed run log only, one ReportData per benchmark. Runs of a system and model that ran it alike are one
-row (`row_names`); within a benchmark the rows are restricted to the tasks they all have, so each system is
-compared on the same questions."""
+the typed run log only, one ReportData per benchmark. Each run's system × model is a row of its own, labelled
+by the run (its `--label`, else its folder's name); with `merge_runs`, runs of a system and model that ran it
+alike are one row, their units counted as more epochs (`row_names`); within a benchmark the rows are
+restricted to the tasks they all have, so each system is compared on the same questions."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class ReportData:
     left_out: dict[str, list[str]]  # run directory -> its tasks that not every run has
     benchmark: str
     infra_errors_as_failures: bool = False
+    merge_runs: bool = False  # runs of a system × model run alike are one row (`row_names`)
     warnings: list[str] = field(default_factory=list)
     _run_of: dict[UnitKey, RunLog] = field(default_factory=dict)
     _questions: dict[str, tuple[str | None, list[str]]] = field(default_factory=dict)
@@ -72,7 +74,7 @@ class ReportData:
 
 
 def load_comparison(
-    run_dirs: Iterable[str | Path | RunLog], *, infra_errors_as_failures: bool = False
+    run_dirs: Iterable[str | Path | RunLog], *, infra_errors_as_failures: bool = False, merge_runs: bool = False
 ) -> list[ReportData]:
     """Read the run directories (a run log given is used as read), one ReportData per benchmark (in the order
     first named); raises ReportError."""
@@ -87,21 +89,23 @@ def load_comparison(
     by_benchmark: dict[str, list[RunLog]] = {}
     for run in runs:
         by_benchmark.setdefault(run.manifest.benchmark, []).append(run)
-    return [_benchmark_data(group, infra_errors_as_failures) for group in by_benchmark.values()]
+    return [_benchmark_data(group, infra_errors_as_failures, merge_runs) for group in by_benchmark.values()]
 
 
-def load_runs(run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool = False) -> ReportData:
+def load_runs(
+    run_dirs: Iterable[str | Path], *, infra_errors_as_failures: bool = False, merge_runs: bool = False
+) -> ReportData:
     """The runs of one benchmark, on their common tasks; raises ReportError (also for several benchmarks)."""
-    parts = load_comparison(run_dirs, infra_errors_as_failures=infra_errors_as_failures)
+    parts = load_comparison(run_dirs, infra_errors_as_failures=infra_errors_as_failures, merge_runs=merge_runs)
     if len(parts) > 1:
         names = ", ".join(f"{run.run_dir} ({part.benchmark})" for part in parts for run in part.runs)
         raise ReportError(f"runs of different benchmarks in one table: {names}")
     return parts[0]
 
 
-def _benchmark_data(runs: list[RunLog], infra_errors_as_failures: bool) -> ReportData:
+def _benchmark_data(runs: list[RunLog], infra_errors_as_failures: bool, merge_runs: bool = False) -> ReportData:
     """One benchmark's runs; with several, only the tasks every system × model row has."""
-    names = row_names(runs)
+    names = row_names(runs, merge_runs=merge_runs)
     tasks_of: dict[tuple[str, str], set[str]] = {}
     for index, run in enumerate(runs):
         for r in run.records:
@@ -109,7 +113,9 @@ def _benchmark_data(runs: list[RunLog], infra_errors_as_failures: bool) -> Repor
     every = {r.task_id for run in runs for r in run.records}
     common = set.intersection(*tasks_of.values()) if len(runs) > 1 and tasks_of else every
     if not common and every:
-        raise ReportError("the run directories share no task: " + ", ".join(str(run.run_dir) for run in runs))
+        where = ", ".join(str(run.run_dir) for run in runs)
+        apart = "" if merge_runs else " (each run's rows are its own: --merge-runs joins runs of a system run alike)"
+        raise ReportError(f"the run directories share no task: {where}{apart}")
     run_tasks = {str(run.run_dir): {r.task_id for r in run.records} for run in runs}
     data = ReportData(
         runs=runs,
@@ -118,6 +124,7 @@ def _benchmark_data(runs: list[RunLog], infra_errors_as_failures: bool) -> Repor
         left_out={run: sorted(tasks - common) for run, tasks in run_tasks.items() if tasks - common},
         benchmark=runs[0].manifest.benchmark,
         infra_errors_as_failures=infra_errors_as_failures,
+        merge_runs=merge_runs,
         warnings=[warning for run in runs for warning in run.warnings],
     )
     _collect(data, common, names)
@@ -168,9 +175,11 @@ def _flatten(value: object, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def row_names(runs: list[RunLog]) -> dict[tuple[int, str, str], str]:
+def row_names(runs: list[RunLog], *, merge_runs: bool = True) -> dict[tuple[int, str, str], str]:
     """(run index, system, model) -> the row's system name: the system's own name when every run of it with
-    this model ran it alike, else the name with what differs (`tool_use [max_steps=10]`)."""
+    this model ran it alike, else the name with what differs (`tool_use [max_steps=10]`). Without `merge_runs`,
+    a system × model that several runs have is a row per run, its name followed by the run's (`run_label`):
+    `tool_use@before`; so a before/after comparison is never silently averaged."""
     seen: dict[tuple[str, str], dict[int, dict[str, str]]] = {}
     for index, run in enumerate(runs):
         for system, model in {(r.system, r.model) for r in run.records}:
@@ -179,9 +188,23 @@ def row_names(runs: list[RunLog]) -> dict[tuple[int, str, str], str]:
     for (system, model), by_run in seen.items():
         keys = sorted({k for s in by_run.values() for k in s})
         differ = [k for k in keys if len({s.get(k) for s in by_run.values()}) > 1]
-        for index, found in by_run.items():
-            names[(index, system, model)] = _labelled(system, differ, found, runs[index])
+        named = {index: _labelled(system, differ, found, runs[index]) for index, found in by_run.items()}
+        for index, name in named.items():
+            alike = not merge_runs and list(named.values()).count(name) > 1  # runs that settings do not tell apart
+            names[(index, system, model)] = f"{name}@{run_labels(runs)[index]}" if alike else name
     return names
+
+
+def run_label(run: RunLog) -> str:
+    """What a run is called in a report's rows: its `--label`, else its folder's name."""
+    label = run.manifest.config.get("label")
+    return str(label) if label else run.run_dir.name
+
+
+def run_labels(runs: list[RunLog]) -> list[str]:
+    """Each run's label, numbered where two runs share one (two folders named `run`)."""
+    labels = [run_label(run).replace("/", "∕") for run in runs]  # "/" separates system from model in a row name
+    return [f"{label}#{i + 1}" if labels.count(label) > 1 else label for i, label in enumerate(labels)]
 
 
 def _labelled(system: str, differ: list[str], found: dict[str, str], run: RunLog) -> str:
@@ -215,6 +238,14 @@ def describe_sources(data: ReportData) -> list[str]:
         lines.append(
             f"{run.run_dir}: {m.benchmark}, {len(run.records)} records, systems {systems}, models {models}, "
             f"started {m.started_at}, status {m.status}, suite {m.suite_version} ({m.git.sha[:12]})"
+        )
+    if len(data.runs) > 1:
+        lines.append(
+            "runs merged (--merge-runs): the runs of a system × model run alike are one row, each run's units "
+            "counted as more epochs of its tasks"
+            if data.merge_runs
+            else "runs kept apart: each run's system × model is a row of its own, named @ its run's label "
+            "(--label, else its folder's name); --merge-runs merges runs run alike as epochs"
         )
     return lines
 

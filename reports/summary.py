@@ -724,6 +724,34 @@ def _said(settings: dict[str, Counter[str]], calls: int) -> str:
     return ", ".join(parts) or "provider defaults"
 
 
+COST_TOLERANCE = 0.05  # a provider's bill further than this from the price table's figure is named
+
+
+def cost_check_lines(records: list[ResultRecord]) -> list[str]:
+    """Per model, where the provider's reported cost (the bill, which every $ figure shows) and the price table's
+    figure for the same units differ by more than `COST_TOLERANCE`: both figures, so a stale or wrong `price:`
+    in the alias table (or a provider charging otherwise) is seen. Units whose every call's cost the provider
+    reported and the table could price are compared."""
+    sums: dict[str, list[float]] = {}
+    for record in records:
+        usage = record.usage
+        if usage.cost_source != "provider" or usage.cost_usd is None or usage.table_cost_usd is None:
+            continue
+        found = sums.setdefault(record.model, [0.0, 0.0, 0])
+        found[0], found[1], found[2] = found[0] + usage.cost_usd, found[1] + usage.table_cost_usd, found[2] + 1
+    lines = []
+    for model, (billed, table, units) in sorted(sums.items()):
+        if abs(billed - table) <= COST_TOLERANCE * table:
+            continue
+        off = f" ({(billed - table) / table:+.0%})" if table else ""
+        lines.append(
+            f"- {model}: the provider billed ${billed:.6f} where the price table gives ${table:.6f} for the same "
+            f"{units} units{off}; every $ figure is the provider's (the bill): check the alias's price in the model "
+            "table (configs/models.yaml)"
+        )
+    return lines
+
+
 def provenance_lines(manifest: Manifest) -> list[str]:
     """Where the records come from when it is not one plain run: rescored from another run (with the scorer
     versions before and after), or resumed/replayed past a change with `--allow-drift` (what changed)."""
@@ -788,6 +816,9 @@ def markdown(
     notes = denominator_lines(rows, infra_errors_as_failures)
     if notes:
         lines += ["", *notes]
+    billed = cost_check_lines(records or [])
+    if billed:
+        lines += ["", "## Provider's cost against the price table", "", *billed]
     skipped = warning_lines(rows)
     if skipped:
         lines += ["", "## Main step skipped (records kept as they ended; see each record's warnings)", "", *skipped]
@@ -826,6 +857,7 @@ def comparison_markdown(title: str, rows: dict[str, list[SummaryRow]], sources: 
     for benchmark, found in rows.items():
         lines += ["", f"## {benchmark}", "", *table_lines(found, columns_for(benchmark))]
         lines += [line.replace("## Accuracy", "### Accuracy") for line in level_lines(found)]
-    lines += ["", "Rows are system × model on the tasks every row of the benchmark has; runs that ran a system with"]
-    lines += ["the same settings are one row, others are labelled [with what differs]. report.md has the rest."]
+    lines += ["", "Rows are system × model on the tasks every row of the benchmark has, one per run (named @ the run's"]
+    lines += ["label) unless --merge-runs made the runs of a system run alike one row; rows run otherwise are"]
+    lines += ["labelled [with what differs]. report.md has the rest."]
     return "\n".join(lines) + "\n"

@@ -24,7 +24,7 @@ from ..core.runlog import ResultRecord
 from ..evaluators.dab import pass_at_k_table
 from ..evaluators.statistics import bootstrap_ci
 from .cells import Cell, ReportTable, count, expand, label, link_of, mean_cell, plain, present, reader
-from .costs import amortised_cost_per_task, index_shares
+from .costs import SHARED_RULE, amortised_cost_per_task, index_shares
 from .runs import ReportData
 from .summary import PHASES, correctness, index_builds
 
@@ -84,7 +84,8 @@ def overview(data: ReportData) -> ReportTable:
     columns += ["budget stops", "unavailable"]
     columns += ["scoring errors", "warnings", "accuracy [95% CI]", "cost $/task [95% CI]", "cost $/task incl. index"]
     columns += ["latency s [95% CI]", "model calls"]
-    table = ReportTable(key="overview", title="Overview: every system × model", columns=columns)
+    note = f"cost $/task incl. index: index building spread over the row's tasks; {SHARED_RULE}."
+    table = ReportTable(key="overview", title="Overview: every system × model", columns=columns, note=note)
     by_pair, shares = groups(data.records, _system, _model), index_shares(data)
     for row in data.summary():
         rows, link = by_pair[(row.system, row.model)], link_of(row.system, row.model)

@@ -233,6 +233,25 @@ def result_frame(result: ToolResult) -> pd.DataFrame:
     return frame.set_axis([safe_column(c, taken) for c in frame.columns], axis=1)
 
 
+class MalformedPlan(ValueError):
+    """The planning reply is JSON of another shape than the plan's schema (a model that ignored it): the unit
+    ends as the system's failure, saying what was wrong."""
+
+
+def plan_parts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The plan's queries and operators, checked for the shape every later step reads (`plan_schema`)."""
+    queries, operators = plan.get("queries") or [], plan.get("operators") or []
+    for what, items in (("queries", queries), ("operators", operators)):
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            shown = json.dumps(items, ensure_ascii=False)[:200]
+            raise MalformedPlan(f"the plan's {what!r} is not a list of objects: {shown}")
+    for number, query in enumerate(queries, 1):
+        if not isinstance(query.get("tool"), str) or not isinstance(query.get("arguments") or {}, dict):
+            shown = json.dumps(query, ensure_ascii=False)[:200]
+            raise MalformedPlan(f"the plan's query {number} is not {{tool: name, arguments: object}}: {shown}")
+    return queries, operators
+
+
 def fetch_tables(ctx: RunContext, queries: list[dict[str, Any]]) -> tuple[dict[str, Table], list[str]]:
     """Run the plan's queries with the task's query tools: table_1, table_2, ... and failure notes."""
     tables: dict[str, Table] = {}
@@ -425,6 +444,8 @@ class SemanticOperatorSystem(System):
             return write_answer(ctx, results)
         except BudgetExceeded as limit:
             return Answer(status=limit.status, error=str(limit))
+        except MalformedPlan as wrong:  # the model's plan, not the suite: the system's own failure
+            return Answer(status="error", error=f"{self.name}: {wrong}")
 
     def _plan_and_operate(self, ctx: RunContext) -> tuple[dict[str, Table], list[str]]:
         schema_text = describe_data(ctx)
@@ -433,10 +454,11 @@ class SemanticOperatorSystem(System):
         inputs = table_names() + ([DOCUMENTS] if documents is not None else [])
         schema = plan_schema(fetch, self.operator_schemas(inputs))
         plan = self.plan(ctx, plan_request(ctx, self.engine, self.operators, schema_text), schema)
-        tables, notes = fetch_tables(ctx, list(plan.get("queries") or []))
+        queries, operators = plan_parts(plan)
+        tables, notes = fetch_tables(ctx, queries)
         if documents is not None:
             tables[DOCUMENTS] = documents
-        operators = [op for op in plan.get("operators") or [] if isinstance(op, dict)][:MAX_OPERATORS]
+        operators = operators[:MAX_OPERATORS]
         if not operators:
             notes.append("the plan has no operators")
             ctx.warn("no_operator", "the plan has no operators" if plan else "the plan could not be read")

@@ -64,7 +64,9 @@ def models(options: ModelsOptions) -> None:
 
 
 def _per_mtok(price: Price) -> str:
-    return f"{price.input_per_mtok:g} in / {price.output_per_mtok:g} out"
+    cached = "" if price.cached_input_per_mtok is None else f" / {price.cached_input_per_mtok:g} cached"
+    fee = f" + ${price.request_fee_usd:g}/request" if price.request_fee_usd else ""
+    return f"{price.input_per_mtok:g} in{cached} / {price.output_per_mtok:g} out{fee}"
 
 
 def _refresh_prices(models_file: Path | None) -> None:

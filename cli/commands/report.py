@@ -29,6 +29,10 @@ class ReportOptions:
         str | None,
         typer.Option(help="Model alias that judges why wrong answers are wrong (DAB's modes); metered apart."),
     ] = None
+    merge_runs: Annotated[
+        bool,
+        typer.Option(help="Merge several runs of a system × model run alike into one row, as epochs (default: apart)."),
+    ] = False
 
 
 def report(options: ReportOptions) -> None:
@@ -42,7 +46,7 @@ def report(options: ReportOptions) -> None:
         runs: list[Path | RunLog] = [write_summary(options.run_dirs[0], counting, to=to)]
     else:
         runs = list(options.run_dirs)
-    write_report(runs, options.out, infra_errors_as_failures=counting, judge=judge_model)
+    write_report(runs, options.out, infra_errors_as_failures=counting, judge=judge_model, merge_runs=options.merge_runs)
 
 
 def _running(run_dirs: list[Path], out: Path | None) -> bool:

@@ -43,6 +43,7 @@ def write_report(
     infra_errors_as_failures: bool = False,
     at_end_of_run: bool = False,
     judge: Any = None,
+    merge_runs: bool = False,
 ) -> None:
     """The comparison report; after a run, a report that cannot be built is a warning, not the run's failure."""
     from ...core.runlog import redact_credentials
@@ -51,7 +52,9 @@ def write_report(
 
     console = common.console
     try:
-        files = build(run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge)
+        files = build(
+            run_dirs, out, infra_errors_as_failures=infra_errors_as_failures, judge=judge, merge_runs=merge_runs
+        )
     except (ReportError, OSError) as problem:
         if at_end_of_run:
             text = f"warning: no report: {redact_credentials(str(problem))}"

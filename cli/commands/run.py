@@ -42,6 +42,9 @@ class RunOptions:
         typer.Option(help="Comma-separated: single_choice, multiple_choice, factoid, report, function_call."),
     ] = None
     epochs: Annotated[int | None, typer.Option(help="Runs of each task (for pass@k).")] = None
+    label: Annotated[
+        str | None, typer.Option(help="This run's name in a report of several runs (default: its folder's name).")
+    ] = None
     hints: Annotated[bool | None, typer.Option("--hints", help="DAB: dataset descriptions with hints.")] = None
     concurrency: Annotated[int | None, typer.Option(help="Tasks run at once.")] = None
     executor: Annotated[

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from data_agent_compare.cli.main import app
 from data_agent_compare.core.model import Price
 from data_agent_compare.engine.config import load_model_table
-from data_agent_compare.engine.prices import refresh_table, shipped_models_file
+from data_agent_compare.engine.prices import _price, refresh_table, shipped_models_file
 
 from helpers import KEY, FakeOpenAIServer, FakeResponse
 
@@ -54,15 +54,22 @@ def test_prices_are_refreshed_in_place_from_the_model_list(table: Path, monkeypa
     assert "1 price(s) changed" in result.output and KEY not in result.output
     assert (fake.requests[0].path, fake.requests[0].headers["authorization"]) == ("/api/v1/models", f"Bearer {KEY}")
     models = load_model_table(table)
-    assert models["gpt-5"].price == Price(input_per_mtok=1.5, output_per_mtok=12.0)
-    assert models["deepseek-v3.2"].price == Price(input_per_mtok=0.28, output_per_mtok=0.42)
-    changed = [(a, b) for a, b in zip(before.splitlines(), table.read_text().splitlines(), strict=True) if a != b]
-    assert changed == [
-        (
-            "    price: {input_per_mtok: 1.25, output_per_mtok: 10.0}",
-            "    price: {input_per_mtok: 1.5, output_per_mtok: 12}",
-        )
-    ]  # one line: comments, order and every other alias kept
+    assert (models["gpt-5"].price.input_per_mtok, models["gpt-5"].price.output_per_mtok) == (1.5, 12.0)
+    assert models["gpt-5"].price.cached_input_per_mtok == 0.125  # a class the list does not price is kept
+    assert models["gpt-5"].price.source == "OpenRouter's model list" and models["gpt-5"].price.checked
+    assert models["deepseek-v3.2"].price == load_model_table(shipped_models_file())["deepseek-v3.2"].price
+    after = table.read_text()
+    assert before.replace(before[before.index("  gpt-5:") : before.index("  gpt-5-mini:")], "") == after.replace(
+        after[after.index("  gpt-5:") : after.index("  gpt-5-mini:")], ""
+    )  # comments, order and every other alias kept
+
+
+def test_the_listed_cache_and_reasoning_rates_and_request_fee_are_read(tmp_path: Path) -> None:
+    entry = listed("x/a", "0.000001", "0.000004")
+    entry["pricing"] |= {"input_cache_read": "0.0000001", "internal_reasoning": "0.000005", "request": "0.002"}
+    price = _price(entry)
+    assert price is not None
+    assert (price.cached_input_per_mtok, price.reasoning_per_mtok, price.request_fee_usd) == (0.1, 5.0, 0.002)
 
 
 def test_without_a_key_it_exits_2_and_changes_nothing(table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,5 +121,5 @@ def test_block_style_and_missing_prices_are_written_too(tmp_path: Path) -> None:
 
     assert [c.alias for c in changes] == ["a", "b"]
     models = load_model_table(table)
-    assert (models["a"].price, models["b"].price, models["c"].price) == (new, new, None)
+    assert (models["a"].price.rates, models["b"].price, models["c"].price) == (new.rates, new, None)
     assert models["a"].context_window == 100 and "  # mine\n" in table.read_text()

@@ -118,3 +118,24 @@ def test_a_last_record_without_its_newline_is_kept_and_not_run_again_with_a_scri
     results.write_text(results.read_text().rstrip("\n"))  # killed between the record and its newline
     execute(plan, resume=True)
     assert model.calls == 3 and len(read_run(plan.run_dir).records) == 3
+
+
+def test_a_record_cut_inside_a_utf8_character_is_a_partial_write_for_report_and_resume_with_a_scripted_model(
+    tmp_path, scripted_model
+):
+    """`kill -9` while the last record, holding a non-ASCII answer, was being written: its bytes end inside "é"."""
+    model = AnswerA()
+    plan = finished_plan(tmp_path, scripted_model(model))
+    results = plan.run_dir / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    last["answer"] = {**(last.get("answer") or {}), "text": "café crème"}
+    whole = json.dumps(last, ensure_ascii=False).encode()
+    cut = whole[: whole.index("é".encode()) + 1]  # the first of é's two bytes
+    results.write_bytes(b"".join(lines[:-1]) + cut)
+
+    reported = runner.invoke(app, ["report", str(plan.run_dir)])
+    assert reported.exit_code == 0, reported.output
+    assert "partial write" in reported.output and "Traceback" not in reported.output
+    execute(plan, resume=True)
+    assert model.calls == 4 and len(read_run(plan.run_dir).records) == 3  # the cut unit ran again

@@ -62,7 +62,7 @@ def test_a_scripted_server_without_cost_and_an_alias_without_price_give_unknown_
     assert "0.0000" not in row
     headline = (out / "report.md").read_text()
     cheapest = next(line for line in headline.splitlines() if "Cheapest" in line)
-    assert "free-server" in cheapest and "unpriced" not in cheapest
+    assert "unpriced" not in cheapest  # (nor free-server: neither answered correctly, so no row is crowned)
     assert "Cost unknown" in headline and "tool_use/unpriced" in headline
 
 

@@ -68,3 +68,22 @@ def test_the_pace_is_learned_from_finished_calls_only(clock: Clock):
     decode(stopped, clock, 5, 0.1)
     stopped.finished(generated=5)
     assert pace.tokens_per_s == pytest.approx(10.0)  # a call cut short says nothing of the model
+
+
+class StubLlama:
+    """A scripted test stand-in for llama.cpp that generated 99 tokens before the watch stopped it."""
+
+    def create_completion(self, prompt: str, **limits: object) -> dict:
+        return {
+            "choices": [{"text": "{", "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 412, "completion_tokens": 99},
+        }
+
+
+def test_scripted_call_stopped_by_the_watch_keeps_the_tokens_it_spent(clock: Clock):
+    watch = PaceWatch(known_pace(20.0), deadline=clock.now + 1.0)
+    watch.stopped = "the task's time ran out during generation"
+    with pytest.raises(local.ModelError) as stopped:
+        local._complete(StubLlama(), "prompt", None, 320, 0.0, 0, watch)
+    spent = stopped.value.usage
+    assert spent is not None and (spent.input_tokens, spent.output_tokens) == (412, 99)  # shown, never 0 in / 0 out

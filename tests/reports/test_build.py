@@ -81,21 +81,42 @@ def test_the_drill_down_has_each_task_with_every_system_side_by_side(tmp_path):
     assert all("in" in s and "cost" in s for s in steps if s["kind"] == "model_call")
 
 
-def test_runs_of_a_system_and_model_with_the_same_settings_are_one_row(tmp_path):
+def test_runs_of_a_system_and_model_with_the_same_settings_are_one_row_when_merged(tmp_path):
     first, second = copy_run(tmp_path, "first"), copy_run(tmp_path, "second")
     write_records(second, [r for r in records_of(second) if r["task_id"] != "BND029"])
-    data = load_runs([first, second])
+    data = load_runs([first, second], merge_runs=True)
     assert {(r.system, r.model) for r in data.records} == {
         (s, m) for s in ("planning", "reflection", "tool_use") for m in ("alpha", "beta")
     }
     # the second run's trials of a task are numbered after the first's: more epochs of one row
     assert {r.epoch for r in data.records if r.task_id == "BND001"} == {1, 2}
     assert {r.epoch for r in data.records if r.task_id == "BND029"} == {1} and len(data.common_tasks) == 6
+    both = ["report", str(first), str(second), "--out", str(tmp_path / "both"), "--merge-runs"]
+    result = runner.invoke(app, both)
+    assert result.exit_code == 0, result.output
+    summary = (tmp_path / "both" / "summary.md").read_text()
+    assert "runs merged (--merge-runs)" in summary
+    assert "| tool_use | beta | 6 | 11 |" in summary  # 6 tasks; 11 units: 6 from the first run, 5 from the second
+    assert "bundled: comparison" in result.output and "summary.md" in result.output  # the terminal table too
+
+
+def test_two_runs_of_one_system_and_model_are_two_rows_named_by_their_label_or_folder(tmp_path):
+    """A before/after comparison: the same settings, other answers; never averaged into one row unasked."""
+    first, second = copy_run(tmp_path, "first"), copy_run(tmp_path, "second")
+    manifest = json.loads((first / "manifest.json").read_text())
+    manifest["config"]["label"] = "before"  # `compare run --label before`
+    (first / "manifest.json").write_text(json.dumps(manifest))
+    write_records(second, [{**r, "scores": {**r["scores"], "exact_match": 1.0}} for r in records_of(second)])
+    data = load_runs([first, second])
+    rows = {(r.system, r.model): r for r in data.summary()}
+    before, after = rows[("tool_use@before", "beta")], rows[("tool_use@second", "beta")]
+    assert before.units == after.units == 6 and after.accuracy == 1.0 and before.accuracy != after.accuracy
+    assert "tool_use" not in {system for system, _ in rows}
     result = runner.invoke(app, ["report", str(first), str(second), "--out", str(tmp_path / "both")])
     assert result.exit_code == 0, result.output
     summary = (tmp_path / "both" / "summary.md").read_text()
-    assert "| tool_use | beta | 6 | 11 |" in summary  # 6 tasks; 11 units: 6 from the first run, 5 from the second
-    assert "bundled: comparison" in result.output and "summary.md" in result.output  # the terminal table too
+    assert "| tool_use@before | beta | 6 | 6 |" in summary and "| tool_use@second | beta | 6 | 6 |" in summary
+    assert "runs kept apart" in summary
 
 
 def test_runs_with_other_settings_stay_apart_labelled_by_what_differs_on_common_tasks(tmp_path):
@@ -118,11 +139,13 @@ def test_runs_with_other_settings_stay_apart_labelled_by_what_differs_on_common_
 def test_rows_without_a_common_task_are_refused_and_split_runs_of_one_row_are_joined(tmp_path):
     first, second = copy_run(tmp_path, "first"), copy_run(tmp_path, "second")
     write_records(second, [{**r, "task_id": "X" + r["task_id"]} for r in records_of(second)])
-    assert len(load_runs([first, second]).common_tasks) == 12  # one run's tasks, then the other's
+    with pytest.raises(ReportError, match="--merge-runs joins"):  # apart, two rows of one system share no task
+        load_runs([first, second])
+    assert len(load_runs([first, second], merge_runs=True).common_tasks) == 12  # one run's tasks, then the other's
     manifest = json.loads((second / "manifest.json").read_text())
     (second / "manifest.json").write_text(json.dumps({**manifest, "budgets": {**manifest["budgets"], "max_steps": 9}}))
     with pytest.raises(ReportError, match="share no task"):
-        load_runs([first, second])
+        load_runs([first, second], merge_runs=True)
 
 
 def test_a_run_written_before_records_kept_their_question_re_renders(tmp_path):

@@ -64,7 +64,7 @@ def test_amortised_index_cost_spreads_built_and_cached_indexes_over_the_rows_tas
 
 def test_a_report_over_two_runs_charges_each_kept_task_its_own_runs_share(wide_run):
     first, second = rag_run(wide_run, "first"), rag_run(wide_run, "second")
-    (data,) = load_comparison([first, second])
+    (data,) = load_comparison([first, second], merge_runs=True)
     # the same 6 tasks twice (two epochs each): each run's 0.18 over its own 6 tasks, both kept
     assert index_shares(data)[("rag_naive", "gpt-5-mini")] == pytest.approx(0.36)
     rag = next(r for r in data.summary() if (r.system, r.model) == ("rag_naive", "gpt-5-mini"))
@@ -101,3 +101,28 @@ def test_an_index_built_by_a_model_of_unknown_cost_leaves_the_rows_cost_unknown_
     lines = index_lines(index_builds(data.runs[0].manifest))
     assert any("| graph | c1 |" in line and "| – |" in line for line in lines)
     assert lines[-1].startswith("Spent on indexes in this run: 40 model calls, $–")
+
+
+def test_one_index_shared_by_two_rows_is_counted_once_in_every_total(wide_run):
+    """rag_naive built the entity graph, rag_hyde read the same build (same cache key) in the same run."""
+    run = wide_run("wide", systems=12, tasks=6)
+    manifest = json.loads((run / "manifest.json").read_text())
+    graph = {**BUILT_NOW, "key": "0123456789abcdef", "cost_usd": 0.0459}
+    manifest["systems"]["rag_naive"]["indexing"] = [graph]
+    read = {**graph, "cached": True, "model_calls": 0, "cost_usd": 0.0, "built": {"cost_usd": 0.0459}}
+    manifest["systems"]["rag_hyde"]["indexing"] = [read]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (data,) = load_comparison([run])
+    shares = index_shares(data)
+    charged = {row: cost for row, cost in shares.items() if row[1] == "gpt-5-mini" and cost}
+    assert charged == pytest.approx({("rag_naive", "gpt-5-mini"): 0.02295, ("rag_hyde", "gpt-5-mini"): 0.02295})
+    assert sum(charged.values()) == pytest.approx(0.0459)  # once, not twice
+    overview = tables.overview(data)
+    column = overview.columns.index("cost $/task incl. index")
+    for system in ("rag_naive", "rag_hyde"):
+        row = next(r for r in data.summary() if (r.system, r.model) == (system, "gpt-5-mini"))
+        cell = next(c[column] for c in overview.rows if [c[0].text, c[1].text] == [system, "gpt-5-mini"])
+        assert cell.value == pytest.approx(cost_per_task(row) + 0.02295 / 6)
+    assert "split evenly" in (overview.note or "")
+    spent = index_lines(index_builds(data.runs[0].manifest))[-1]
+    assert "$0.0459" in spent  # summary.md's total: once

@@ -27,13 +27,14 @@ def imported(tmp_path):
 
 
 def priced_copy(run_dir, out):
-    """The same trials as a system whose every call's cost and tokens are known."""
+    """The same trials as a system whose every call's cost and tokens are known, answering correctly."""
     shutil.copytree(run_dir, out)
     lines = []
     for line in (out / "results.jsonl").read_text().splitlines():
         record = json.loads(line)
         record["system"] = "priced"
         record["usage"] = {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.002, "cost_source": "provider"}
+        record["scores"]["correct"] = 1.0  # it earned its place: only a row with a correct answer is cheapest
         lines.append(json.dumps(record))
     (out / "results.jsonl").write_text("\n".join(lines) + "\n")
     manifest = json.loads((out / "manifest.json").read_text())

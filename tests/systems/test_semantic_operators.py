@@ -497,3 +497,24 @@ def test_scripted_operators_read_the_text_column_of_every_row_a_dab_query_return
     tools = [t["tool"] for t in tool_calls(trace)]
     assert tools[:2] == ["list_db", "query_db"] and tools[-1] == "return_answer"
     assert record["status"] == "completed" and record["answer"]["text"] == "20"
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"queries": ["SELECT id, comment FROM reviews"], "operators": []},  # a query as a bare string
+        {"queries": [{"tool": "execute_sql", "arguments": "SELECT 1"}], "operators": []},
+        {"queries": [], "operators": "sem_filter"},
+    ],
+)
+def test_scripted_lotus_plan_of_the_wrong_shape_ends_the_unit_as_the_systems_failure(tmp_path, scripted_model, plan):
+    task = review_task(review_database(tmp_path))
+
+    def respond(request: ModelRequest, context: CallContext) -> Message:
+        if is_plan(request):
+            return Message(role="assistant", content=json.dumps(plan))
+        return tool_call_message("answer", {"answer": "none"})
+
+    record, _, _ = run_task(tmp_path, scripted_model(respond), task, "lotus", **BIG)
+    assert record["status"] == "error"
+    assert record["error"].startswith("lotus: the plan's") and "AttributeError" not in record["error"]
