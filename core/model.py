@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import AnswerStatus, ToolCall
-from .trace import FailedAttempt, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
+from .trace import FailedAttempt, ModelCallStep, Phase, Trace, TraceRecorder, Usage, known_sum, utc_now
 
 
 class Message(BaseModel):
@@ -182,7 +182,10 @@ class Price(BaseModel):
     input_per_mtok: float = Field(default=0.0, ge=0)  # USD per million input tokens
     output_per_mtok: float = Field(default=0.0, ge=0)  # USD per million output tokens (reasoning included)
 
-    def cost(self, usage: Usage) -> float:
+    def cost(self, usage: Usage) -> float | None:
+        """The usage's cost at this price; None (unknown) when its token counts are unknown."""
+        if usage.input_tokens is None or usage.output_tokens is None:
+            return None
         return (usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok) / 1e6
 
 
@@ -468,15 +471,18 @@ class MeteredModel:
         `options` (`ModelRequest.options`) go as they are, or the call is refused (`FieldRefused`) before it is
         admitted when the provider cannot take one; the refusal is noted in the trace's warnings."""
         recorder = self.recorder
-        asked = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
-        asked = {name: value for name, value in asked.items() if value is not None}
-        request = ModelRequest(
-            messages=messages,
-            tools=tools or [],
-            tool_choice=tool_choice,
-            response_schema=response_schema,
-            options=options or {},
-            **(asked if self.generation is None else self.generation.sent()),
+        settings = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
+        asked: dict[str, float | int] = {name: value for name, value in settings.items() if value is not None}
+        sampling = asked if self.generation is None else self.generation.sent()
+        request = ModelRequest.model_validate(  # validated as one dict: the sampling fields are set by name
+            {
+                "messages": messages,
+                "tools": tools or [],
+                "tool_choice": tool_choice,
+                "response_schema": response_schema,
+                "options": options or {},
+                **sampling,
+            }
         )
         refused = refused_field(self.config.provider, request)
         if refused is not None:
@@ -541,8 +547,8 @@ class MeteredModel:
             call.extra_attempts += max(0, response.attempts - 1)
             retry_defect = response.defect and policy.retry_invalid_tool_arguments
             if retry_defect and number < policy.max_attempts:
-                error = ModelError(response.defect or "", kind="invalid_tool_arguments", retryable=True)
-                failure = self._failed(number, started, error, response.usage)
+                defect = ModelError(response.defect or "", kind="invalid_tool_arguments", retryable=True)
+                failure = self._failed(number, started, defect, response.usage)
                 if self._wait(call, number, None, failure):
                     call.failed.append(failure)
                     continue
@@ -628,11 +634,12 @@ def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
     for extra in (attempt.usage for attempt in failed if attempt.usage is not None):
         if extra.cost_source == "provider" and not usage.total_tokens:  # nothing else to price: keep its cost
             usage.cost_source = "provider"
-        usage.input_tokens += extra.input_tokens  # in place: the response keeps its one Usage object
-        usage.output_tokens += extra.output_tokens
-        usage.reasoning_tokens += extra.reasoning_tokens
-        usage.cached_tokens += extra.cached_tokens
-        usage.cost_usd = None if usage.cost_usd is None or extra.cost_usd is None else usage.cost_usd + extra.cost_usd
+        # In place (the response keeps its one Usage object); a count unknown on either side stays unknown.
+        usage.input_tokens = known_sum(usage.input_tokens, extra.input_tokens)
+        usage.output_tokens = known_sum(usage.output_tokens, extra.output_tokens)
+        usage.reasoning_tokens = known_sum(usage.reasoning_tokens, extra.reasoning_tokens)
+        usage.cached_tokens = known_sum(usage.cached_tokens, extra.cached_tokens)
+        usage.cost_usd = known_sum(usage.cost_usd, extra.cost_usd)
     return usage
 
 
@@ -647,7 +654,7 @@ class _Call:
     backoff_s: float = 0.0
     queued_s: float = 0.0  # queueing of the failed attempts (a rate limit's wait), not model latency
     extra_attempts: int = 0  # attempts a provider made on its own inside one of ours (legacy providers)
-    asked: dict[str, float | int] | None = None  # the sampling settings the system asked for
+    asked: dict[str, float | int] | None = None  # the sampling settings the system asked for (None: none)
     paid: Usage | None = None  # a failed call: what its failed attempts were billed
     sent: dict[str, float | int] = field(default_factory=dict)  # the sampling settings the request carried
     options: dict[str, Any] | None = None  # the request's options, as the system sent them
