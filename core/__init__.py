@@ -50,7 +50,20 @@ from .model import (
 from .prompt import ANSWER_TOOL, prompt_hash, task_prompt
 from .registry import Registry, RegistryError
 from .runlog import Manifest, ResultRecord, RunLog, RunLogError, read_run
-from .scorer import SCORERS, Scorer, Scores, ScoreSheet, ScoringError, register_scorer, reports, score
+from .scorer import (
+    SCORERS,
+    Scorer,
+    ScoreResult,
+    ScorerInfo,
+    Scores,
+    ScoreSheet,
+    ScoringError,
+    register_scorer,
+    reports,
+    score,
+    scorer_info,
+    versioned,
+)
 from .system import SYSTEMS, System, create_system, register_system
 from .task import (
     Answer,
@@ -109,8 +122,10 @@ __all__ = [
     "RunContext",
     "RunLog",
     "RunLogError",
+    "ScoreResult",
     "ScoreSheet",
     "Scorer",
+    "ScorerInfo",
     "Scores",
     "ScoringError",
     "System",
@@ -142,5 +157,7 @@ __all__ = [
     "register_system",
     "reports_metrics",
     "score",
+    "scorer_info",
     "task_prompt",
+    "versioned",
 ]

@@ -12,6 +12,7 @@ response bodies recorded as JSONL.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -59,6 +60,7 @@ from data_agent_compare.core import (
     register_system,
 )
 from data_agent_compare.core.model import forget_provider
+from data_agent_compare.core.scorer import SCORER_INFO, SCORERS, scorer_info
 from data_agent_compare.providers.scripted import ScriptedProvider
 from data_agent_compare.systems.palimpzest_worker import install_network_guard
 from data_agent_compare.tools.postgres import PostgresUnavailable, find_bin_dir
@@ -197,6 +199,15 @@ def environment(task: Task, settings: ToolSettings | None = None, **budgets: Any
     """The task's tools as its benchmark gives them (its files unread), with a fresh recorder."""
     tools = create_benchmark(task.benchmark, TESTS / "unread").tools(task, settings or ToolSettings())
     return ToolEnvironment(tools, recorder(**budgets))
+
+
+def bump_scorer_version(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[str, str]:
+    """Scorer `name` declared one version on for this test (`@versioned`); returns (before, after)."""
+    scorer = SCORERS.load(name)
+    info = scorer_info(scorer)
+    bumped = dataclasses.replace(info, version=f"{info.version}.1")
+    monkeypatch.setattr(scorer, SCORER_INFO, bumped)
+    return str(info.version), str(bumped.version)
 
 
 def read_records(run_dir: Path) -> list[ResultRecord]:
