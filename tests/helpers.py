@@ -224,7 +224,16 @@ import os
 import signal
 import time
 
-from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
+from data_agent_compare import (
+    Benchmark,
+    DataSource,
+    DataSourceKind,
+    Gold,
+    QuestionType,
+    ScoringRules,
+    Task,
+    register_benchmark,
+)
 from data_agent_compare.core import register_provider
 from data_agent_compare.core.scorer import register_scorer, reports
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
@@ -290,7 +299,7 @@ class Quiz(Benchmark):
     """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
 
     name = "test_quiz"
-    scorers = ("exact_match", "test_kill_switch") if KILL_WHILE_SCORING else ("exact_match",)
+    scoring = ScoringRules(scorers=("exact_match", "test_kill_switch") if KILL_WHILE_SCORING else ("exact_match",))
 
     def load(self):
         database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))

@@ -73,7 +73,7 @@ PLUGIN = '''
 
 import json
 
-from data_agent_compare import Benchmark, Gold, QuestionType, Task, register_benchmark
+from data_agent_compare import Benchmark, Gold, QuestionType, ScoringRules, Task, register_benchmark
 from data_agent_compare.core import register_provider, register_scorer, reports
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.tools import default_tools
@@ -104,7 +104,7 @@ def fragile_declared(task, answer, trace, judge):
 @register_benchmark
 class Quiz(Benchmark):
     name = "test_scorer_quiz"
-    scorers = ("exact_match", "test_fragile", "test_fragile_declared")
+    scoring = ScoringRules(scorers=("exact_match", "test_fragile", "test_fragile_declared"))
 
     def load(self):
         return [

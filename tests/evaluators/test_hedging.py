@@ -80,7 +80,7 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
 ):
     from data_agent_compare.app.commands.run import RunOptions
     from data_agent_compare.app.runner import execute
-    from data_agent_compare.core import Benchmark
+    from data_agent_compare.core import Benchmark, ScoringRules
     from data_agent_compare.core.runlog import read_run
     from data_agent_compare.reports.summary import summarize
     from data_agent_compare.tools import default_tools
@@ -90,7 +90,8 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
     class Decades(Benchmark):
         """A test benchmark: bookreview/query1's gold, no database, DAB's scorer."""
 
-        name, scorers = "dab", ("dab",)
+        name = "dab"
+        scoring = ScoringRules(scorers=("dab",))
 
         def load(self):
             return []
