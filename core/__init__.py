@@ -23,7 +23,12 @@ from .benchmark import (
     BENCHMARKS,
     Benchmark,
     BenchmarkError,
+    Loading,
     PredictionFieldError,
+    ReportLayout,
+    ReportMetric,
+    ReportTableSpec,
+    ScoringRules,
     TaskLoadError,
     TaskLoadErrors,
     create_benchmark,
@@ -50,7 +55,20 @@ from .model import (
 from .prompt import ANSWER_TOOL, prompt_hash, task_prompt
 from .registry import Registry, RegistryError
 from .runlog import Manifest, ResultRecord, RunLog, RunLogError, read_run
-from .scorer import SCORERS, Scorer, Scores, ScoreSheet, ScoringError, register_scorer, reports, score
+from .scorer import (
+    SCORERS,
+    Scorer,
+    ScoreResult,
+    ScorerInfo,
+    Scores,
+    ScoreSheet,
+    ScoringError,
+    register_scorer,
+    reports,
+    score,
+    scorer_info,
+    versioned,
+)
 from .system import SYSTEMS, System, create_system, register_system
 from .task import (
     Answer,
@@ -90,6 +108,7 @@ __all__ = [
     "FinalToolCall",
     "GenerationSettings",
     "Gold",
+    "Loading",
     "Manifest",
     "Message",
     "MeteredModel",
@@ -104,15 +123,21 @@ __all__ = [
     "QuestionType",
     "Registry",
     "RegistryError",
+    "ReportLayout",
+    "ReportMetric",
+    "ReportTableSpec",
     "ResultRecord",
     "RetrySettings",
     "RunContext",
     "RunLog",
     "RunLogError",
+    "ScoreResult",
     "ScoreSheet",
     "Scorer",
+    "ScorerInfo",
     "Scores",
     "ScoringError",
+    "ScoringRules",
     "System",
     "SystemStep",
     "Task",
@@ -142,5 +167,7 @@ __all__ = [
     "register_system",
     "reports_metrics",
     "score",
+    "scorer_info",
     "task_prompt",
+    "versioned",
 ]

@@ -2,39 +2,48 @@
 
 One `Benchmark` subclass per benchmark (`tasks/`), found by name (`BENCHMARKS`). Nothing
 outside a benchmark's own module asks which benchmark it is: the runner, `compare score`,
-`compare tasks` and the reports only call these methods.
+`compare tasks` and the reports only call these methods and read these settings.
 
     load()                       the tasks, validated (TaskLoadError names file, line, field)
     tools(task, settings)        the task's tools over its real data
     prepare(tasks) / close()     data set up for a run and torn down (e.g. PostgreSQL restores)
     warnings(tasks)              what is missing from the data, printed before a run
     data_files(tasks)            the files agents and scorers read (fingerprinted: runs cannot drift)
-    scorers                      names of the scorers that apply (`core.scorer.SCORERS`)
-    rules                        earlier revisions of the official rule, by name (`compare score --rule`)
-    harness                      run settings of the benchmark's official harness (budgets, ...)
     prediction_answer(task, r)   one record of a prediction file made elsewhere, as an Answer
     aggregate(scored)            benchmark-wide metrics `compare score` prints
     submission_aggregate(rows, tasks)  the leaderboard's own aggregate of scored rows (runs included)
     report_lines(records)        extra Markdown for the run summary (e.g. DAB's pass@k)
 
-What the reports show of it is declared here too, so reports name no benchmark and a plug-in benchmark
+Its settings, one small typed object per concern, so reports name no benchmark and a plug-in benchmark
 gets the same treatment as a built-in one:
 
-    primary_metric               its headline metric (`ReportMetric`): the cross-benchmark overview's figure,
-                                 a column of summary.md when it is not the accuracy
-    summary_metrics              more per-row means for summary.md (after the accuracy)
-    report_tables                the comparison report's tables for it (`ReportTableSpec`, by kind)
-    published_digits             the places its leaderboard prints its aggregate at
-    aggregate_rule               how its leaderboard aggregates (said beside `compare score`'s means)
-    run_scorers                  scorers that measure the run itself (tool success), not an answer:
-                                 not applied to predictions made elsewhere
+    loading: Loading             where its tasks come from and how its official harness runs them
+        needs_path                   its task files come from --tasks-path
+        published_formats            the files it publishes (`published.py`), read by `compare import`
+        harness                      run settings of its official harness (budgets, ...)
+    scoring: ScoringRules        how its answers are scored and aggregated
+        scorers                      names of the scorers that apply (`core/scorer.py` `SCORERS`)
+        run_scorers                  scorers that measure the run itself (tool success), not an answer:
+                                     not applied to predictions made elsewhere
+        rules                        earlier revisions of the official rule, by name (`compare score --rule`)
+        aggregate_rule               how its leaderboard aggregates (said beside `compare score`'s means)
+        published_digits             the places its leaderboard prints its aggregate at
+    layout: ReportLayout         what the reports show of it
+        primary_metric               its headline metric (`ReportMetric`): the cross-benchmark overview's figure,
+                                     a column of summary.md when it is not the accuracy
+        summary_metrics              more per-row means for summary.md (after the accuracy)
+        tables                       the comparison report's tables for it (`ReportTableSpec`, by kind)
+
+The settings' former names as class variables (`scorers`, `report_tables`, ...) still read, mirrored from the
+groups; a subclass that still sets them is read into the groups with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
+import warnings as _warnings
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -132,32 +141,77 @@ GENERIC_TABLES = (
 )
 
 
+@dataclass(frozen=True)
+class Loading:
+    """Where a benchmark's tasks come from and how its official harness runs them."""
+
+    needs_path: bool = True  # its task files come from --tasks-path
+    published_formats: tuple[PublishedFormat, ...] = ()  # the files it publishes (`published.py`)
+    harness: Mapping[str, Any] = field(default_factory=dict)  # run settings, e.g. {"budgets": {"max_steps": 100}}
+
+
+@dataclass(frozen=True)
+class ScoringRules:
+    """How a benchmark's answers are scored, and how its leaderboard aggregates them."""
+
+    scorers: tuple[str, ...] = ()
+    run_scorers: tuple[str, ...] = ()  # measure the run (tool success): not applied to predictions made elsewhere
+    rules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # earlier official rules: their scorers
+    aggregate_rule: str = ""  # how its leaderboard aggregates, said beside `compare score`'s means
+    published_digits: int = 3  # the places its leaderboard prints its aggregate at
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """What the reports show of a benchmark."""
+
+    primary_metric: ReportMetric = ACCURACY
+    summary_metrics: tuple[ReportMetric, ...] = ()
+    tables: tuple[ReportTableSpec, ...] = GENERIC_TABLES
+
+
+# The settings' former names, each a field of one group: read from the groups, set by old subclasses.
+_FORMER_NAMES: dict[str, tuple[str, str]] = {
+    **{name.name: ("loading", name.name) for name in fields(Loading)},
+    **{name.name: ("scoring", name.name) for name in fields(ScoringRules)},
+    **{name.name: ("layout", name.name) for name in fields(ReportLayout) if name.name != "tables"},
+    "report_tables": ("layout", "tables"),
+}
+
+
 class Benchmark(ABC):
-    """Subclass, set `name` (and `scorers`), implement `load` and `tools`; register it with
-    `@register_benchmark` or an entry point in `data_agent_compare.benchmarks`."""
+    """Subclass, set `name` (and `scoring = ScoringRules(scorers=...)`), implement `load` and `tools`;
+    register it with `@register_benchmark` or an entry point in `data_agent_compare.benchmarks`."""
 
     name: ClassVar[str]
     description: ClassVar[str] = ""  # one line for `compare benchmarks`; the docstring's first line if empty
-    needs_path: ClassVar[bool] = True  # its task files come from --tasks-path
-    scorers: ClassVar[tuple[str, ...]] = ()
-    rules: ClassVar[dict[str, tuple[str, ...]]] = {}  # earlier revisions of the official rule: their scorers
-    harness: ClassVar[dict[str, Any]] = {}  # run settings (e.g. {"budgets": {"max_steps": 100}}) under flags
-    # What the reports show of it (module docstring)
-    primary_metric: ClassVar[ReportMetric] = ACCURACY
-    summary_metrics: ClassVar[tuple[ReportMetric, ...]] = ()
-    report_tables: ClassVar[tuple[ReportTableSpec, ...]] = GENERIC_TABLES
-    published_digits: ClassVar[int] = 3
-    aggregate_rule: ClassVar[str] = ""
-    run_scorers: ClassVar[tuple[str, ...]] = ()
-    published_formats: ClassVar[tuple[PublishedFormat, ...]] = ()  # the files it publishes (`published.py`)
+    loading: ClassVar[Loading] = Loading()
+    scoring: ClassVar[ScoringRules] = ScoringRules()
+    layout: ClassVar[ReportLayout] = ReportLayout()
+
+    # The former names, mirrored from the groups (read-only in effect: set the groups).
+    needs_path: ClassVar[bool]
+    published_formats: ClassVar[tuple[PublishedFormat, ...]]
+    harness: ClassVar[Mapping[str, Any]]
+    scorers: ClassVar[tuple[str, ...]]
+    run_scorers: ClassVar[tuple[str, ...]]
+    rules: ClassVar[Mapping[str, tuple[str, ...]]]
+    aggregate_rule: ClassVar[str]
+    published_digits: ClassVar[int]
+    primary_metric: ClassVar[ReportMetric]
+    summary_metrics: ClassVar[tuple[ReportMetric, ...]]
+    report_tables: ClassVar[tuple[ReportTableSpec, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _read_former_names(cls)
+        _mirror_former_names(cls)
 
     def __init__(self, path: str | Path | None = None, **options: Any) -> None:
         """`path`: the benchmark's files; `options`: run settings a benchmark may use (`hints`,
         `postgres_url`); others are ignored."""
-        if self.needs_path and path is None:
-            raise BenchmarkError(
-                f"the {self.name} benchmark needs its task files: give --tasks-path"
-            )
+        if self.loading.needs_path and path is None:
+            raise BenchmarkError(f"the {self.name} benchmark needs its task files: give --tasks-path")
         self.path = Path(path) if path is not None else None
         self.options = options
 
@@ -219,6 +273,32 @@ class Benchmark(ABC):
         return summary_line(cls)
 
 
+def _read_former_names(cls: type) -> None:
+    """A subclass written before the groups sets their fields under the former names: read into its groups."""
+    former = {name: cls.__dict__[name] for name in _FORMER_NAMES if name in cls.__dict__}
+    if not former:
+        return
+    _warnings.warn(
+        f"benchmark class {cls.__qualname__} sets {', '.join(sorted(former))}: declare them in its settings "
+        "groups instead (loading = Loading(...), scoring = ScoringRules(...), layout = ReportLayout(...); "
+        "docs/extending.md)",
+        DeprecationWarning,
+        stacklevel=4,  # the class statement (under __init_subclass__ and ABCMeta.__new__)
+    )
+    for group in ("loading", "scoring", "layout"):
+        changes = {
+            key: former[name] for name, (owner, key) in _FORMER_NAMES.items() if owner == group and name in former
+        }
+        if changes:
+            setattr(cls, group, replace(getattr(cls, group), **changes))
+
+
+def _mirror_former_names(cls: type) -> None:
+    """The former names as class variables, read from the groups (readers not yet moved to the groups)."""
+    for name, (group, key) in _FORMER_NAMES.items():
+        setattr(cls, name, getattr(getattr(cls, group), key))
+
+
 def walk_files(paths: Sequence[Path]) -> list[Path]:
     """The files among `paths`, a folder's files recursively (hidden ones skipped), absolute; a path that
     does not exist is left out (the loaders say what is missing)."""
@@ -235,6 +315,8 @@ def walk_files(paths: Sequence[Path]) -> list[Path]:
 def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
+
+_mirror_former_names(Benchmark)
 
 BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmarks")
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import Registry
 from .task import AnswerStatus, ToolCall
-from .trace import FailedAttempt, LocalTokenCount, ModelCallStep, Phase, Trace, TraceRecorder, Usage, utc_now
+from .trace import FailedAttempt, LocalTokenCount, ModelCallStep, Phase, Trace, TraceRecorder, Usage, known_sum, utc_now
 
 
 class Message(BaseModel):
@@ -212,9 +212,12 @@ class Price(BaseModel):
         """Whether any rate is above 0 (a price of all zeros: a free model)."""
         return any(self.rates.values())
 
-    def cost(self, usage: Usage, requests: int = 1) -> float:
-        """USD for the usage's tokens, each class at its rate, and `requests` request fees. Cached and written
-        input are parts of `input_tokens`, reasoning a part of `output_tokens` (as providers report them)."""
+    def cost(self, usage: Usage, requests: int = 1) -> float | None:
+        """USD for the usage's tokens, each class at its rate, and `requests` request fees; None (unknown) when
+        its input or output count is unknown. Cached and written input are parts of `input_tokens`, reasoning a
+        part of `output_tokens` (as providers report them); an unknown part of them is taken as none."""
+        if usage.input_tokens is None or usage.output_tokens is None:
+            return None
         rates = self.rates
         cached, written = usage.cached_tokens or 0, usage.cache_write_tokens or 0
         reasoning = usage.reasoning_tokens or 0
@@ -512,15 +515,18 @@ class MeteredModel:
         `options` (`ModelRequest.options`) go as they are, or the call is refused (`FieldRefused`) before it is
         admitted when the provider cannot take one; the refusal is noted in the trace's warnings."""
         recorder = self.recorder
-        asked = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
-        asked = {name: value for name, value in asked.items() if value is not None}
-        request = ModelRequest(
-            messages=messages,
-            tools=tools or [],
-            tool_choice=tool_choice,
-            response_schema=response_schema,
-            options=options or {},
-            **(asked if self.generation is None else self.generation.sent()),
+        settings = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_output_tokens": max_output_tokens}
+        asked: dict[str, float | int] = {name: value for name, value in settings.items() if value is not None}
+        sampling = asked if self.generation is None else self.generation.sent()
+        request = ModelRequest.model_validate(  # validated as one dict: the sampling fields are set by name
+            {
+                "messages": messages,
+                "tools": tools or [],
+                "tool_choice": tool_choice,
+                "response_schema": response_schema,
+                "options": options or {},
+                **sampling,
+            }
         )
         refused = refused_field(self.config.provider, request)
         if refused is not None:
@@ -588,8 +594,8 @@ class MeteredModel:
             call.extra_attempts += max(0, response.attempts - 1)
             retry_defect = response.defect and policy.retry_invalid_tool_arguments
             if retry_defect and number < policy.max_attempts:
-                error = ModelError(response.defect or "", kind="invalid_tool_arguments", retryable=True)
-                failure = self._failed(number, started, error, response.usage)
+                defect = ModelError(response.defect or "", kind="invalid_tool_arguments", retryable=True)
+                failure = self._failed(number, started, defect, response.usage)
                 if self._wait(call, number, None, failure):
                     call.failed.append(failure)
                     continue
@@ -693,17 +699,14 @@ def _with_paid_attempts(usage: Usage, failed: list[FailedAttempt]) -> Usage:
     for extra in (attempt.usage for attempt in failed if attempt.usage is not None):
         if extra.cost_source == "provider" and not usage.total_tokens:  # nothing else to price: keep its cost
             usage.cost_source = "provider"
-        usage.input_tokens += extra.input_tokens  # in place: the response keeps its one Usage object
-        usage.output_tokens += extra.output_tokens
-        usage.reasoning_tokens += extra.reasoning_tokens
-        usage.cached_tokens += extra.cached_tokens
-        usage.cache_write_tokens = _sum(usage.cache_write_tokens, extra.cache_write_tokens)
-        usage.cost_usd = None if usage.cost_usd is None or extra.cost_usd is None else usage.cost_usd + extra.cost_usd
+        # In place (the response keeps its one Usage object); a count unknown on either side stays unknown.
+        usage.input_tokens = known_sum(usage.input_tokens, extra.input_tokens)
+        usage.output_tokens = known_sum(usage.output_tokens, extra.output_tokens)
+        usage.reasoning_tokens = known_sum(usage.reasoning_tokens, extra.reasoning_tokens)
+        usage.cached_tokens = known_sum(usage.cached_tokens, extra.cached_tokens)
+        usage.cache_write_tokens = known_sum(usage.cache_write_tokens, extra.cache_write_tokens)
+        usage.cost_usd = known_sum(usage.cost_usd, extra.cost_usd)
     return usage
-
-
-def _sum(first: int | None, second: int | None) -> int | None:
-    return None if first is None or second is None else first + second
 
 
 def _paid_requests(failed: list[FailedAttempt]) -> int:
@@ -722,7 +725,7 @@ class _Call:
     backoff_s: float = 0.0
     queued_s: float = 0.0  # queueing of the failed attempts (a rate limit's wait), not model latency
     extra_attempts: int = 0  # attempts a provider made on its own inside one of ours (legacy providers)
-    asked: dict[str, float | int] | None = None  # the sampling settings the system asked for
+    asked: dict[str, float | int] | None = None  # the sampling settings the system asked for (None: none)
     paid: Usage | None = None  # a failed call: what its failed attempts were billed
     sent: dict[str, float | int] = field(default_factory=dict)  # the sampling settings the request carried
     options: dict[str, Any] | None = None  # the request's options, as the system sent them

@@ -98,7 +98,8 @@ class Registry(Generic[T]):
             if entry is None:
                 valid = ", ".join(self.names()) or "none"
                 raise RegistryError(f"unknown {self.singular} {name!r}; registered: {valid}")
-            loaded = _import(entry, self.singular) if isinstance(entry.target, str) else entry.target
+            # Whatever a name points to is taken as the registry's kind (a plug-in's own responsibility).
+            loaded: T = _import(entry, self.singular) if isinstance(entry.target, str) else entry.target
             self._loaded[name] = loaded
             return loaded
 

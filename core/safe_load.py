@@ -49,7 +49,7 @@ def _count_nodes(text: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             stack.append([event.anchor, 1])
             if len(stack) > MAX_DEPTH:
-                raise DocumentTooComplex(f"nested deeper than {MAX_DEPTH} levels (line {event.start_mark.line + 1})")
+                raise DocumentTooComplex(f"nested deeper than {MAX_DEPTH} levels{_line_of(event)}")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, size = stack.pop()
@@ -67,9 +67,15 @@ def _count_nodes(text: str) -> None:
             total += size
         if total + sum(nodes for _, nodes in stack) > MAX_YAML_NODES:
             raise DocumentTooComplex(
-                f"its aliases (*name) expand to more than {MAX_YAML_NODES:,} nodes "
-                f"(line {event.start_mark.line + 1}); write the values out instead"
+                f"its aliases (*name) expand to more than {MAX_YAML_NODES:,} nodes{_line_of(event)}; "
+                "write the values out instead"
             )
+
+
+def _line_of(event: yaml.Event) -> str:
+    """The " (line N)" of a parse event; empty for an event without a position."""
+    mark = event.start_mark
+    return f" (line {mark.line + 1})" if mark else ""
 
 
 def load_json(text: str | bytes, **options: Any) -> Any:

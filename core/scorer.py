@@ -1,8 +1,8 @@
-"""Scorers: functions of (task, answer, trace) that return named metrics.
+"""Scorers: functions of (task, answer, trace) that return named metrics (a `ScoreResult`).
 
 A scorer is registered by name (`SCORERS`: `@register_scorer("name")` or an entry point in
 `data_agent_compare.scorers`) and a benchmark lists the scorers that apply to its tasks. A
-scorer returns only the metrics that fit the task (an empty dict otherwise): a report scorer
+scorer returns only the metrics that fit the task (an empty `ScoreResult()` otherwise): a report scorer
 says nothing about a choice question. `judge` is the metered model of the LLM judge, when the
 run has one (`--judge`), for scorers that need one.
 
@@ -23,24 +23,87 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Protocol, TypeVar
 
 from .model import MeteredModel
 from .registry import Registry
 from .task import Answer, Task
 from .trace import Trace
 
-Scores = dict[str, float | None]
+Scores = dict[str, float | None]  # metric -> value, as a record keeps them (`ResultRecord.scores`)
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """What one scorer says of one answer: a value per metric it scored (None: no value, out of the mean).
+    Only the metrics that fit the task: a report scorer says nothing of a choice question (`ScoreResult()`).
+    Values are checked here, so a scorer that returns a string or a list fails as a scorer error naming the
+    metric instead of reaching the record; numbers of any kind (int, bool, NumPy) are kept as float, as the
+    record writes them."""
+
+    metrics: Mapping[str, float | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checked: dict[str, float | None] = {}
+        for name, value in self.metrics.items():
+            if not isinstance(name, str):
+                raise TypeError(f"a metric's name must be a string, not {type(name).__name__} {name!r}")
+            if value is not None and not isinstance(value, numbers.Real):
+                raise TypeError(f"metric {name!r} is {type(value).__name__} {value!r}, not a number or None")
+            checked[name] = None if value is None else float(value)
+        object.__setattr__(self, "metrics", MappingProxyType(checked))
+
+    @classmethod
+    def of(cls, returned: ScoreResult | Mapping[str, float | None]) -> ScoreResult:
+        """A scorer's return value as a result: plug-in scorers written before `ScoreResult` return a dict."""
+        return returned if isinstance(returned, ScoreResult) else cls(returned)
+
+    def scores(self) -> Scores:
+        """The metrics as a record keeps them."""
+        return dict(self.metrics)
 
 
 class Scorer(Protocol):
-    def __call__(self, task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores: ...
+    def __call__(
+        self, task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None
+    ) -> ScoreResult | Mapping[str, float | None]: ...
+
+
+@dataclass(frozen=True)
+class ScorerInfo:
+    """What a scorer declares of itself (`@versioned`, `@reports`)."""
+
+    version: str | None = None  # None: undeclared (known by a hash of its module's source)
+    metrics: tuple[str, ...] = ()  # the metrics its verdict lives in: a failure leaves them without a value
+    verdict: bool = False  # those metrics are the answer's verdict (`--strict-answers` zeroes a hedged one)
 
 
 SCORERS: Registry[Scorer] = Registry("scorers")
-S = TypeVar("S", bound=Callable[..., Scores])
+S = TypeVar("S", bound=Callable[..., Any])
+SCORER_INFO = "__scorer_info__"  # the attribute a scorer's declarations (`ScorerInfo`) are kept in
+
+
+def scorer_info(scorer: object) -> ScorerInfo:
+    """The declarations of a scorer; a scorer that set `version`, `metrics` or `verdict` attributes by hand
+    (before `ScorerInfo`) is read from them."""
+    info = getattr(scorer, SCORER_INFO, None)
+    if isinstance(info, ScorerInfo):
+        return info
+    version = getattr(scorer, "version", None)
+    return ScorerInfo(
+        version=None if version is None else str(version),
+        metrics=tuple(getattr(scorer, "metrics", None) or ()),
+        verdict=bool(getattr(scorer, "verdict", False)),
+    )
+
+
+def _declare(scorer: S, **declared: Any) -> S:
+    setattr(scorer, SCORER_INFO, replace(scorer_info(scorer), **declared))  # one typed attribute, any decorator order
+    return scorer
 
 
 def register_scorer(name: str) -> Callable[[S], S]:
@@ -55,21 +118,16 @@ def versioned(version: str) -> Callable[[S], S]:
     """Declare a scorer's version; bump it whenever its verdicts can change. The manifest records the
     version of every scorer a run uses: `--resume` and `--replay` refuse a run scored by another
     version, and `compare rescore` records the versions before and after."""
-
-    def decorate(scorer: S) -> S:
-        scorer.version = version  # type: ignore[attr-defined]
-        return scorer
-
-    return decorate
+    return lambda scorer: _declare(scorer, version=version)
 
 
 def scorer_version(name: str) -> str:
     """The declared version of scorer `name`; a scorer that declares none (a plugin's) is known by a
     hash of its module's source, so an edit to it still counts as a new version."""
     scorer = SCORERS.load(name)
-    declared = getattr(scorer, "version", None)
+    declared = scorer_info(scorer).version
     if declared is not None:
-        return str(declared)
+        return declared
     try:
         source = inspect.getsource(inspect.getmodule(scorer) or scorer)
     except (OSError, TypeError):  # no source file (a built-in or a REPL function)
@@ -81,13 +139,7 @@ def reports(*metrics: str, verdict: bool = False) -> Callable[[S], S]:
     """Declare the metrics a scorer's verdict lives in: if the scorer raises, they get no value (None).
     `verdict`: they are the answer's verdict (correct or not), which `--strict-answers` sets to 0.0 for an
     answer flagged as hedged."""
-
-    def decorate(scorer: S) -> S:
-        scorer.metrics = metrics  # type: ignore[attr-defined]
-        scorer.verdict = verdict  # type: ignore[attr-defined]
-        return scorer
-
-    return decorate
+    return lambda scorer: _declare(scorer, metrics=metrics, verdict=verdict)
 
 
 HEDGED = "hedged"  # the warning a verdict scorer puts on the trace for an answer listing many candidates
@@ -98,9 +150,11 @@ class ScoringError(Exception):
     no value (the answer was not judged wrong). `undecided` is kept for scorers written against the older
     rule (a failure scored 0.0 unless undecided): every failure is undecided now."""
 
-    def __init__(self, message: str, scores: Scores | None = None, *, undecided: bool = False) -> None:
+    def __init__(
+        self, message: str, scores: ScoreResult | Mapping[str, float | None] | None = None, *, undecided: bool = False
+    ) -> None:
         super().__init__(message)
-        self.scores = dict(scores or {})
+        self.scores = ScoreResult.of(scores or {}).scores()
         self.undecided = undecided
 
 
@@ -131,15 +185,15 @@ def score(
     for name in scorers:
         scorer = SCORERS.load(name)
         try:
-            scores = scorer(task, answer, trace, judge)
+            result = ScoreResult.of(scorer(task, answer, trace, judge))
         except Exception as failure:  # a scorer bug must not pass for a verdict, nor crash the run
             sheet.errors[name] = f"{type(failure).__name__}: {failure}"
             sheet.scores.update(failure.scores if isinstance(failure, ScoringError) else {})
             sheet.scores.update(dict.fromkeys(declared_metrics(name), None))
         else:
-            sheet.scores.update(scores)
+            sheet.scores.update(result.metrics)
     if strict_answers and any(warning.code == HEDGED for warning in trace.warnings):
-        judging = [name for name in scorers if getattr(SCORERS.load(name), "verdict", False)]
+        judging = [name for name in scorers if scorer_info(SCORERS.load(name)).verdict]
         verdicts = [metric for name in judging for metric in declared_metrics(name)]
         sheet.scores.update({metric: 0.0 for metric in verdicts if sheet.scores.get(metric) is not None})
     return sheet
@@ -147,4 +201,4 @@ def score(
 
 def declared_metrics(name: str) -> tuple[str, ...]:
     """The metrics scorer `name` declares with `@reports` (those a failure of it leaves without a value)."""
-    return tuple(getattr(SCORERS.load(name), "metrics", None) or ())
+    return scorer_info(SCORERS.load(name)).metrics

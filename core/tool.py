@@ -238,7 +238,8 @@ def validation_error(arguments: Any, schema: dict[str, Any]) -> ValidationError 
     `jsonschema.SchemaError`, as `validate` does."""
     from jsonschema.exceptions import best_match  # jsonschema costs 0.1 s to import: not at CLI start
 
-    return best_match(_validator(json.dumps(schema)).iter_errors(arguments))
+    error: ValidationError | None = best_match(_validator(json.dumps(schema)).iter_errors(arguments))
+    return error
 
 
 @functools.lru_cache(maxsize=1024)

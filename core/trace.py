@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -41,6 +41,9 @@ BACKOFF = "backoff"  # time a model call slept between attempts (retry backoff):
 OTHER = "other"  # wall time in no step: the system's own work
 
 
+CostSource = Literal["provider", "price_table", "free", "mixed", "cached", "unknown"]
+
+
 class Usage(BaseModel):
     """Tokens and cost of model calls. None is unknown (never 0): a published trajectory that recorded no
     tokens, a provider that reported no cost. A sum with an unknown part is unknown (`plus`)."""
@@ -52,7 +55,7 @@ class Usage(BaseModel):
     cache_write_tokens: int | None = 0  # part of input_tokens written to the provider's prompt cache
     cost_usd: float | None = 0.0
     # mixed: a sum over sources; unknown: nobody recorded what the calls cost (cost_usd is None)
-    cost_source: Literal["provider", "price_table", "free", "mixed", "cached", "unknown"] = "free"
+    cost_source: CostSource = "free"
     # The price table's figure for the same tokens (the alias's `price:`), kept beside a provider's reported
     # cost so the two can be compared; equal to cost_usd when the table priced the call; None: no table figure.
     table_cost_usd: float | None = None
@@ -96,15 +99,18 @@ class Usage(BaseModel):
 
     def plus(self, other: Usage) -> Usage:
         """The sum of two usages: a part unknown in either is unknown; sources that differ are "mixed"."""
-        summed = {name: _known_sum(getattr(self, name), getattr(other, name)) for name in self.SUMMED}
-        if summed["cost_usd"] is None:
-            source = "unknown"
-        else:
+        summed = {name: known_sum(getattr(self, name), getattr(other, name)) for name in self.SUMMED}
+        source: CostSource = "unknown"
+        if summed["cost_usd"] is not None:
             source = self.cost_source if self.cost_source == other.cost_source else "mixed"
         return Usage(**summed, cost_source=source)
 
 
-def _known_sum(first: float | None, second: float | None) -> float | None:
+_Number = TypeVar("_Number", int, float)
+
+
+def known_sum(first: _Number | None, second: _Number | None) -> _Number | None:
+    """A sum that stays unknown (None) when either part is unknown: an unknown count is never taken as 0."""
     return None if first is None or second is None else first + second
 
 
@@ -357,7 +363,7 @@ class Trace(BaseModel):
             if isinstance(step, ModelCallStep):
                 bucket.model_calls += 1
                 for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost_usd"):
-                    setattr(bucket, name, _known_sum(getattr(bucket, name), getattr(step.usage, name)))
+                    setattr(bucket, name, known_sum(getattr(bucket, name), getattr(step.usage, name)))
             else:
                 bucket.tool_calls += 1
         if not self.step_times_known:
@@ -396,7 +402,7 @@ def _intervals(steps: list[Step]) -> list[tuple[float, float, str, int]]:
 
 def _backoff_windows(step: ModelCallStep, low: float, high: float) -> list[tuple[float, float]]:
     """The call's backoff sleeps on the task's clock, in order, clipped to [low, high]."""
-    windows = []
+    windows: list[tuple[float, float]] = []
     for attempt in step.failed_attempts:
         if attempt.wait_s <= 0 or attempt.start_s is None:
             continue

@@ -61,7 +61,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..core.model import MeteredModel
-from ..core.scorer import Scores, ScoringError, reports, versioned
+from ..core.scorer import ScoreResult, ScoringError, reports, versioned
 from ..core.task import Answer, Gold, QuestionType, Task
 from ..core.trace import Trace
 from ..tools.python_sandbox import SandboxRun, run_sandboxed, sandbox_problem
@@ -459,7 +459,7 @@ def leaderboard_pass_at_k(outcomes: Mapping[str, list[bool]], task_ids: Iterable
 
 @versioned("2")  # 2: a CPU budget instead of a 30 s wall limit; a failed check is a scoring error
 @reports("correct", verdict=True)
-def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `dab`: `correct` by the query's validate.py (or the ground-truth fallback); a check that
     gave no verdict (a validator that crashed or ran out of time) is a scoring error, not a wrong answer.
     An answer listing many candidates is flagged `hedged` beside the verdict (`hedging.py`)."""
@@ -467,4 +467,4 @@ def dab_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | N
     scores, result = score_dab(task, answer)
     if result.error:
         raise ScoringError(f"{result.reason}: {result.error}", undecided=True)
-    return dict(scores)
+    return ScoreResult(scores)

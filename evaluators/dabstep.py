@@ -38,7 +38,7 @@ import re
 from difflib import SequenceMatcher
 
 from ..core.model import MeteredModel
-from ..core.scorer import Scores, reports, versioned
+from ..core.scorer import ScoreResult, reports, versioned
 from ..core.task import Answer, Task
 from ..core.trace import Trace
 from .hedging import flag_hedged
@@ -200,8 +200,8 @@ def score_dabstep(task: Task, answer: Answer) -> dict[str, float | None]:
 
 @versioned("1")
 @reports("correct", "correct_strict", verdict=True)
-def dabstep_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def dabstep_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `dabstep`: the official question_scorer (`correct`) and the strict variant; an answer listing
     many candidates is flagged `hedged` beside them (`hedging.py`)."""
     flag_hedged(task, answer, trace)
-    return score_dabstep(task, answer)
+    return ScoreResult(score_dabstep(task, answer))

@@ -83,7 +83,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..core.model import MeteredModel
-from ..core.scorer import Scores, reports, versioned
+from ..core.scorer import ScoreResult, reports, versioned
 from ..core.task import AltGroup, Answer, DagEdge, DagNode, EdgeType, GoldDag, Task
 from ..core.trace import Trace
 
@@ -433,13 +433,13 @@ def score_dag(task: Task, trace: Trace) -> dict[str, float]:
 
 @versioned("3")  # 2: semantic operators aliased, coverage beside TOS; 3: FDABench's DAGEvaluator rule for rule
 @reports("tos", "tq", "gc")
-def tool_dag_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def tool_dag_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `tool_dag`: TOS and its parts against the task's gold DAG (nothing without one)."""
-    return dict(score_dag(task, trace))
+    return ScoreResult(score_dag(task, trace))
 
 
 @versioned("2")  # 2: SR 0 without tool calls, as tool_dag gives
 @reports("sr")
-def tool_success_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def tool_success_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `tool_success`: SR, the share of tool calls that succeeded (0 without calls, as `tool_dag`)."""
-    return {"sr": success_rate([(call.tool, call.success) for call in trace.tool_calls])}
+    return ScoreResult({"sr": success_rate([(call.tool, call.success) for call in trace.tool_calls])})

@@ -54,7 +54,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from ..core.model import MeteredModel
-from ..core.scorer import Scores, reports, versioned
+from ..core.scorer import ScoreResult, reports, versioned
 from ..core.task import Answer, Task, ToolCall
 from ..core.trace import Trace
 
@@ -298,13 +298,13 @@ def summarize_dbgorilla(rows: Iterable[tuple[dict[str, Any] | None, dict[str, An
 
 @versioned("1")
 @reports("ast_score", "exact_match")
-def dbgorilla_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def dbgorilla_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `dbgorilla`: the official AST score, exact match and per-component matches."""
-    return score_dbgorilla(task, answer)
+    return ScoreResult(score_dbgorilla(task, answer))
 
 
 @versioned("1")
 @reports("ast_score", "exact_match")
-def dbgorilla_ast_2024_11_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def dbgorilla_ast_2024_11_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `dbgorilla_ast_2024_11`: the earlier official AST rule (search compared ignoring case)."""
-    return score_dbgorilla(task, answer, search="equal_ignoring_case")
+    return ScoreResult(score_dbgorilla(task, answer, search="equal_ignoring_case"))

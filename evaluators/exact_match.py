@@ -28,7 +28,7 @@ import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from ..core.model import MeteredModel
-from ..core.scorer import Scores, reports, versioned
+from ..core.scorer import ScoreResult, reports, versioned
 from ..core.task import Answer, QuestionType, Task
 from ..core.trace import Trace
 from .hedging import flag_hedged
@@ -123,13 +123,13 @@ def jaccard(task: Task, answer: Answer) -> float:
 
 @versioned("1")
 @reports("exact_match", verdict=True)
-def exact_match_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def exact_match_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `exact_match`: exact_match of choice and factoid tasks with a gold answer, and
     jaccard for multiple choice; a factoid answer listing many candidates is flagged `hedged` (`hedging.py`)."""
     flag_hedged(task, answer, trace)
     match = exact_match(task, answer)
     if match is None:
-        return {}
+        return ScoreResult()
     if task.question_type == QuestionType.MULTIPLE_CHOICE:
-        return {"exact_match": match, "jaccard": jaccard(task, answer)}
-    return {"exact_match": match}
+        return ScoreResult({"exact_match": match, "jaccard": jaccard(task, answer)})
+    return ScoreResult({"exact_match": match})

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..core.model import MeteredModel
-from ..core.scorer import Scores, reports, versioned
+from ..core.scorer import ScoreResult, reports, versioned
 from ..core.task import Answer, QuestionType, Task
 from ..core.trace import Trace
 
@@ -86,6 +86,6 @@ def rouge(task: Task, answer: Answer) -> dict[str, float]:
 
 @versioned("1")
 @reports("rouge1_f", "rougeL_f")
-def rouge_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def rouge_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `rouge`: ROUGE-1 and ROUGE-L F of a report against the reference report."""
-    return dict(rouge(task, answer))
+    return ScoreResult(rouge(task, answer))

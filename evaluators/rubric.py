@@ -58,7 +58,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from ..core.model import Message, MeteredModel, ModelError
 from ..core.safe_load import load_json
-from ..core.scorer import Scores, ScoringError, reports, versioned
+from ..core.scorer import ScoreResult, ScoringError, reports, versioned
 from ..core.task import Answer, QuestionType, Task
 from ..core.trace import BudgetExceeded, Trace
 
@@ -419,6 +419,6 @@ def score_rubric(task: Task, answer: Answer, judge: RubricJudge | None) -> dict[
 # (out of the mean, counted beside it), no longer 0.0
 @versioned("3")
 @reports("rs")
-def rubric_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> Scores:
+def rubric_scorer(task: Task, answer: Answer, trace: Trace, judge: MeteredModel | None) -> ScoreResult:
     """Scorer `rubric`: RS and its dimensions for report tasks, judged by the run's judge model."""
-    return score_rubric(task, answer, RubricJudge(judge) if judge is not None else None)
+    return ScoreResult(score_rubric(task, answer, RubricJudge(judge) if judge is not None else None))

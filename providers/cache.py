@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..core.model import CallContext, Message, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
-from ..core.runlog import redact_credentials
+from ..core.redaction import redact_credentials
 from ..core.trace import CachedCall, ModelCallStep, Usage, utc_now
 
 CACHE_FORMAT = 1

@@ -29,6 +29,7 @@ import httpx
 import pydantic_core
 
 from ..core.model import ModelError, RetrySettings
+from ..core.redaction import redact_credentials
 
 
 @dataclass(frozen=True)
@@ -344,4 +345,6 @@ def retry_after_s(headers: httpx.Headers) -> float | None:
 
 
 def redact(text: str, key: str | None) -> str:
-    return text.replace(key, "[redacted]") if key else text
+    """`text` as an error may carry it: the one redaction (`core/redaction.py`), the provider's own key
+    masked also when nothing registered it (a provider used from Python, outside a run)."""
+    return redact_credentials(text, key)

@@ -40,7 +40,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
-from ..core.benchmark import Benchmark, BenchmarkError, ReportTableSpec, TaskLoadError
+from ..core.benchmark import (
+    Benchmark,
+    BenchmarkError,
+    Loading,
+    ReportLayout,
+    ReportTableSpec,
+    ScoringRules,
+    TaskLoadError,
+)
 from ..core.safe_load import DocumentTooComplex, load_yaml
 from ..core.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
 from ..core.tool import Tool, ToolSettings
@@ -369,8 +377,24 @@ class DataAgentBench(Benchmark):
     """DataAgentBench: questions across SQL and Mongo databases, checked by each query's validate.py."""
 
     name = BENCHMARK
-    scorers = ("dab", "tool_success")
-    published_formats = (DAB_LEADERBOARD,)  # its leaderboard submission (dab_published.py)
+    # The official harness: 100 iterations, tool results over 10,000 characters truncated in the
+    # context, 1 hour per trial.
+    loading = Loading(
+        published_formats=(DAB_LEADERBOARD,),  # its leaderboard submission (dab_published.py)
+        harness={
+            "budgets": {"max_steps": 100, "tool_result_max_chars": 10_000, "wall_time_s": 3600, "max_tokens": 2_000_000}
+        },
+    )
+    scoring = ScoringRules(
+        scorers=("dab", "tool_success"),
+        run_scorers=("tool_success",),  # measures the run's tool calls, not a prediction made elsewhere
+        published_digits=4,  # the leaderboard prints 4 places (`submission_aggregate` rounds as it does)
+        aggregate_rule=(
+            "the leaderboard's pass@1 averages each query's runs (c/n), then each dataset's queries (rounded to 4 "
+            "places), then the datasets equally"
+        ),
+    )
+    layout = ReportLayout(tables=DAB_TABLES)
     settings_model: ClassVar[type[BaseModel]] = DabSettings
     # The settings' flags and old top-level config keys (configs/defaults.yaml before `dab:`), by field.
     settings_aliases: ClassVar[dict[str, str]] = {
@@ -378,18 +402,6 @@ class DataAgentBench(Benchmark):
         "dab_validator_cpu_s": "validator_cpu_s",
         "postgres_url": "postgres_url",
         "postgres_reader_url": "postgres_reader_url",
-    }
-    run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
-    report_tables = DAB_TABLES
-    published_digits = 4  # the leaderboard prints 4 places (`submission_aggregate` rounds as it does)
-    aggregate_rule = (
-        "the leaderboard's pass@1 averages each query's runs (c/n), then each dataset's queries (rounded to 4 "
-        "places), then the datasets equally"
-    )
-    # The official harness: 100 iterations, tool results over 10,000 characters truncated in the
-    # context, 1 hour per trial.
-    harness: ClassVar[dict[str, Any]] = {
-        "budgets": {"max_steps": 100, "tool_result_max_chars": 10_000, "wall_time_s": 3600, "max_tokens": 2_000_000}
     }
 
     def __init__(self, path: str | Path | None = None, **options: Any) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.benchmark import Benchmark, ReportTableSpec, TaskLoadError
+from ..core.benchmark import Benchmark, Loading, ReportLayout, ReportTableSpec, ScoringRules, TaskLoadError
 from ..core.task import Answer, DataSource, DataSourceKind, Gold, QuestionType, Task
 from ..core.tool import Tool, ToolSettings
 from ..evaluators.predictions import text_answer
@@ -206,12 +206,16 @@ class DabStep(Benchmark):
     """DABstep: Adyen's multi-step factoid questions over payments data files (official scorer)."""
 
     name = BENCHMARK
-    scorers = ("dabstep", "tool_success")
-    published_formats = (DABSTEP_SUBMISSION,)  # its leaderboard submission (dabstep_published.py)
-    run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
-    report_tables = (ReportTableSpec("accuracy_by_level_with_cost", "DABstep accuracy by level, with cost"),)
-    aggregate_rule = (
-        "the leaderboard's accuracy is over predictions (every prediction weighs the same), overall and by level"
+    loading = Loading(published_formats=(DABSTEP_SUBMISSION,))  # its leaderboard submission (dabstep_published.py)
+    scoring = ScoringRules(
+        scorers=("dabstep", "tool_success"),
+        run_scorers=("tool_success",),  # measures the run's tool calls, not a prediction made elsewhere
+        aggregate_rule=(
+            "the leaderboard's accuracy is over predictions (every prediction weighs the same), overall and by level"
+        ),
+    )
+    layout = ReportLayout(
+        tables=(ReportTableSpec("accuracy_by_level_with_cost", "DABstep accuracy by level, with cost"),)
     )
 
     def load(self) -> list[Task]:

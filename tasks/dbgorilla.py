@@ -20,9 +20,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from ..core.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
+from ..core.benchmark import (
+    Benchmark,
+    Loading,
+    PredictionFieldError,
+    ReportLayout,
+    ReportMetric,
+    ReportTableSpec,
+    ScoringRules,
+    TaskLoadError,
+)
 from ..core.safe_load import DocumentTooComplex, load_json
 from ..core.task import Answer, Gold, QuestionType, Task, ToolCall
 from ..core.tool import Tool, ToolSettings
@@ -248,16 +257,18 @@ class DbGorilla(Benchmark):
     """DBGorilla: natural-language queries as one `query_database` call (official AST score)."""
 
     name = BENCHMARK
-    scorers = ("dbgorilla", "tool_success")
-    published_formats = (DBGORILLA_RESULTS,)  # weaviate-gorilla's experiment results (dbgorilla_published.py)
-    run_scorers = ("tool_success",)  # measures the run's tool calls, not a prediction made elsewhere
-    primary_metric = AST
-    aggregate_rule = "the published average_ast_score is the mean AST over each model's predictions"
-    report_tables = DBGORILLA_TABLES
-    # The scorer revision behind the published gpt-4o results (evaluators/dbgorilla.py says the difference).
-    rules: ClassVar[dict[str, tuple[str, ...]]] = {"ast-2024-11": ("dbgorilla_ast_2024_11", "tool_success")}
-    # One step, no execution: the first tool call is the prediction.
-    harness: ClassVar[dict[str, Any]] = {"budgets": {"max_steps": 1}}
+    loading = Loading(
+        published_formats=(DBGORILLA_RESULTS,),  # weaviate-gorilla's experiment results (dbgorilla_published.py)
+        harness={"budgets": {"max_steps": 1}},  # one step, no execution: the first tool call is the prediction
+    )
+    scoring = ScoringRules(
+        scorers=("dbgorilla", "tool_success"),
+        run_scorers=("tool_success",),  # measures the run's tool calls, not a prediction made elsewhere
+        # The scorer revision behind the published gpt-4o results (evaluators/dbgorilla.py says the difference).
+        rules={"ast-2024-11": ("dbgorilla_ast_2024_11", "tool_success")},
+        aggregate_rule="the published average_ast_score is the mean AST over each model's predictions",
+    )
+    layout = ReportLayout(primary_metric=AST, tables=DBGORILLA_TABLES)
 
     def load(self) -> list[Task]:
         return load_dbgorilla(self.path)

@@ -53,7 +53,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..core.benchmark import Benchmark, PredictionFieldError, ReportMetric, ReportTableSpec, TaskLoadError
+from ..core.benchmark import (
+    Benchmark,
+    Loading,
+    PredictionFieldError,
+    ReportLayout,
+    ReportMetric,
+    ReportTableSpec,
+    ScoringRules,
+    TaskLoadError,
+)
 from ..core.safe_load import load_json
 from ..core.task import (
     Answer,
@@ -633,11 +642,12 @@ class FdaBench(Benchmark):
     """FDABench: single-choice, multiple-choice and report tasks over BIRD/Spider SQLite and documents."""
 
     name = BENCHMARK
-    scorers = ("exact_match", "rouge", "rubric", "tool_dag", "tool_success")
-    published_formats = (FDABENCH_RESULTS,)  # the reference harness's result rows (fdabench_published.py)
-    run_scorers = ("tool_success",)  # SR measures the run's tool calls, not a prediction made elsewhere
-    summary_metrics = FDABENCH_SUMMARY_METRICS
-    report_tables = FDABENCH_TABLES
+    loading = Loading(published_formats=(FDABENCH_RESULTS,))  # the reference harness's rows (fdabench_published.py)
+    scoring = ScoringRules(
+        scorers=("exact_match", "rouge", "rubric", "tool_dag", "tool_success"),
+        run_scorers=("tool_success",),  # SR measures the run's tool calls, not a prediction made elsewhere
+    )
+    layout = ReportLayout(summary_metrics=FDABENCH_SUMMARY_METRICS, tables=FDABENCH_TABLES)
 
     def load(self) -> list[Task]:
         return load_fdabench(self.path)

@@ -12,6 +12,7 @@ response bodies recorded as JSONL.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -57,6 +58,7 @@ from data_agent_compare.core import (
     register_system,
 )
 from data_agent_compare.core.model import forget_provider
+from data_agent_compare.core.scorer import SCORER_INFO, SCORERS, scorer_info
 from data_agent_compare.engine.config import RunConfig
 from data_agent_compare.engine.runner import RunPlan, execute
 from data_agent_compare.providers.scripted import ScriptedProvider
@@ -199,6 +201,15 @@ def environment(task: Task, settings: ToolSettings | None = None, **budgets: Any
     return ToolEnvironment(tools, recorder(**budgets))
 
 
+def bump_scorer_version(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[str, str]:
+    """Scorer `name` declared one version on for this test (`@versioned`); returns (before, after)."""
+    scorer = SCORERS.load(name)
+    info = scorer_info(scorer)
+    bumped = dataclasses.replace(info, version=f"{info.version}.1")
+    monkeypatch.setattr(scorer, SCORER_INFO, bumped)
+    return str(info.version), str(bumped.version)
+
+
 def read_records(run_dir: Path) -> list[ResultRecord]:
     return [ResultRecord.model_validate_json(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
 
@@ -213,7 +224,16 @@ import os
 import signal
 import time
 
-from data_agent_compare import Benchmark, DataSource, DataSourceKind, Gold, QuestionType, Task, register_benchmark
+from data_agent_compare import (
+    Benchmark,
+    DataSource,
+    DataSourceKind,
+    Gold,
+    QuestionType,
+    ScoringRules,
+    Task,
+    register_benchmark,
+)
 from data_agent_compare.core import register_provider
 from data_agent_compare.core.scorer import register_scorer, reports
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
@@ -279,7 +299,7 @@ class Quiz(Benchmark):
     """Factoid questions (quiz.jsonl) over sales.sqlite beside them (a test plugin)."""
 
     name = "test_quiz"
-    scorers = ("exact_match", "test_kill_switch") if KILL_WHILE_SCORING else ("exact_match",)
+    scoring = ScoringRules(scorers=("exact_match", "test_kill_switch") if KILL_WHILE_SCORING else ("exact_match",))
 
     def load(self):
         database = DataSource(name="sales", kind=DataSourceKind.SQLITE, location=str(self.path / "sales.sqlite"))

@@ -3,12 +3,13 @@ and read like FDABench's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ...core.benchmark import Benchmark, TaskLoadError
+from ...core.benchmark import Benchmark, Loading, TaskLoadError
 from ...core.task import Answer, DataSource, Task
 from ...core.tool import Tool, ToolSettings
 from ...tools import default_tools
@@ -23,11 +24,9 @@ class BundledBenchmark(Benchmark):
     """Analyst questions over BIRD regional_sales and a company's documents; shipped, offline."""
 
     name = "bundled"
-    needs_path = False  # its files ship with the suite; a path picks another tasks.jsonl
-    scorers = FdaBench.scorers
-    run_scorers = FdaBench.run_scorers
-    summary_metrics = FdaBench.summary_metrics
-    report_tables = fdabench_tables()  # its tables, without the paper's table numbers
+    loading = Loading(needs_path=False)  # its files ship with the suite; a path picks another tasks.jsonl
+    scoring = FdaBench.scoring
+    layout = replace(FdaBench.layout, tables=fdabench_tables())  # its tables, without the paper's table numbers
 
     def load(self) -> list[Task]:
         return load_bundled(self.path)

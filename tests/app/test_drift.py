@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelRequest, create_benchmark
 from data_agent_compare.core.runlog import read_manifest, read_run
-from data_agent_compare.core.scorer import SCORERS, scorer_version
+from data_agent_compare.core.scorer import scorer_version
 from data_agent_compare.engine import identity
 from data_agent_compare.engine.config import ConfigError, in_current_spelling
 from data_agent_compare.engine.runner import execute, plan_replay
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import FIXTURES, load_tasks, make_plan, scripted_provider
+from helpers import FIXTURES, bump_scorer_version, load_tasks, make_plan, scripted_provider
 
 runner = CliRunner()
 
@@ -80,8 +80,7 @@ def test_an_edited_plugin_file_is_refused_with_a_scripted_model(tmp_path, script
 
 def test_a_new_scorer_version_is_refused_with_a_scripted_model(tmp_path, scripted_model, monkeypatch):
     plan = finished_plan(tmp_path, scripted_model(answer_a))
-    version = scorer_version("exact_match")
-    monkeypatch.setattr(SCORERS.load("exact_match"), "version", version + ".1")
+    version, _ = bump_scorer_version(monkeypatch, "exact_match")
     assert f"scorer 'exact_match': version '{version}' → '{version}.1'" in refusal(plan)
 
 

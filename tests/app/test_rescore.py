@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 from data_agent_compare.cli.main import app
 from data_agent_compare.core import CallContext, Message, ModelRequest
 from data_agent_compare.core.runlog import read_run
-from data_agent_compare.core.scorer import SCORERS, scorer_version
+from data_agent_compare.core.scorer import scorer_version
 from data_agent_compare.engine.runner import execute
 from data_agent_compare.evaluators import exact_match as exact_match_module
 from data_agent_compare.providers.scripted import tool_call_message
 
-from helpers import load_tasks, make_plan, steps_taken
+from helpers import bump_scorer_version, load_tasks, make_plan, steps_taken
 
 runner = CliRunner()
 
@@ -75,8 +75,7 @@ def test_rescoring_after_a_scorer_changed_records_both_versions_with_a_scripted_
         return None if verdict is None else 1.0 - verdict
 
     monkeypatch.setattr(exact_match_module, "exact_match", inverted)
-    version = scorer_version("exact_match")
-    monkeypatch.setattr(SCORERS.load("exact_match"), "version", version + ".1")
+    version, _ = bump_scorer_version(monkeypatch, "exact_match")
     result = runner.invoke(app, ["rescore", str(source), "--out", str(tmp_path / "again")])
     assert result.exit_code == 0, result.output
     assert f"scorer exact_match: version {version} → {version}.1" in result.output

@@ -2,6 +2,7 @@
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_the_judges_clock_starts_when_it_scores_not_while_the_system_runs(tmp_pa
 class ExplodingScorerBench(BundledBenchmark):
     """The bundled benchmark scored by a test scorer that fails on one task."""
 
-    scorers = ("test_exploding_on_t2", "tool_success")
+    scoring = replace(BundledBenchmark.scoring, scorers=("test_exploding_on_t2", "tool_success"))
 
 
 @reports("exact_match")

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from dataclasses import replace
 
 from typer.testing import CliRunner
 
@@ -102,7 +103,7 @@ def test_a_scorer_exploding_on_one_record_loses_no_other_row(tmp_path):
 
     class FragileDabStep(DabStep):
         name = "test_fragile_dabstep"
-        scorers = ("test_fragile", "tool_success")
+        scoring = replace(DabStep.scoring, scorers=("test_fragile", "tool_success"))
 
     register_scorer("test_fragile")(fragile)
     register_benchmark(FragileDabStep)

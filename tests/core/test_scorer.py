@@ -1,4 +1,4 @@
-"""A scorer that raises (core.scorer.score): its error is recorded and the metrics it declares with
+"""A scorer that raises (core/scorer.py `score`): its error is recorded and the metrics it declares with
 @reports get no value (out of their means); what it returned on earlier tasks of the process changes
 nothing, so the thread and process executors score alike."""
 
@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from data_agent_compare.core.scorer import SCORERS, ScoringError, register_scorer, score
+from data_agent_compare.core.scorer import (
+    SCORERS,
+    ScoreResult,
+    ScorerInfo,
+    ScoringError,
+    register_scorer,
+    reports,
+    score,
+    scorer_info,
+    versioned,
+)
 from data_agent_compare.core.task import Answer, QuestionType, Task
 from data_agent_compare.core.trace import Trace
 
@@ -27,7 +37,7 @@ def partial(task, answer, trace, judge):
     raise ScoringError("one part unscored", {"part": 0.5})
 
 
-partial.metrics = ("whole",)  # as @reports("whole") sets it
+partial.metrics = ("whole",)  # set by hand, as a plug-in written before `ScorerInfo` may (@reports("whole"))
 
 
 @pytest.fixture
@@ -63,7 +73,7 @@ PLUGIN = '''
 
 import json
 
-from data_agent_compare import Benchmark, Gold, QuestionType, Task, register_benchmark
+from data_agent_compare import Benchmark, Gold, QuestionType, ScoringRules, Task, register_benchmark
 from data_agent_compare.core import register_provider, register_scorer, reports
 from data_agent_compare.providers.scripted import ScriptedProvider, tool_call_message
 from data_agent_compare.tools import default_tools
@@ -94,7 +104,7 @@ def fragile_declared(task, answer, trace, judge):
 @register_benchmark
 class Quiz(Benchmark):
     name = "test_scorer_quiz"
-    scorers = ("exact_match", "test_fragile", "test_fragile_declared")
+    scoring = ScoringRules(scorers=("exact_match", "test_fragile", "test_fragile_declared"))
 
     def load(self):
         return [
@@ -138,3 +148,44 @@ def test_a_scorer_failing_on_one_task_scores_alike_under_the_thread_and_process_
     assert "hits" not in scores and scores["checked"] is None and scores["exact_match"] == 1.0
     assert error == "test_fragile: ValueError: scorer bug; test_fragile_declared: ValueError: scorer bug"
     assert outcomes["thread"]["Q0"][0] == {"checked": 1.0, "exact_match": 1.0, "hits": 1.0}
+
+
+def test_a_scorer_returning_something_other_than_numbers_is_a_scoring_error_naming_the_metric() -> None:
+    @reports("verdict")
+    def wordy(task, answer, trace, judge):
+        return ScoreResult({"verdict": "yes"})
+
+    register_scorer("test_wordy")(wordy)
+    try:
+        sheet = run("t", ["test_wordy"])
+    finally:
+        SCORERS.unregister("test_wordy")
+
+    assert sheet.scores == {"verdict": None}
+    assert sheet.error == "test_wordy: TypeError: metric 'verdict' is str 'yes', not a number or None"
+
+
+def test_a_score_result_keeps_numbers_as_the_record_writes_them_and_cannot_be_changed() -> None:
+    result = ScoreResult({"exact_match": True, "count": 3, "rs": None})
+
+    assert result.scores() == {"exact_match": 1.0, "count": 3.0, "rs": None}
+    assert all(type(value) is float for value in result.metrics.values() if value is not None)
+    with pytest.raises(TypeError):
+        result.metrics["exact_match"] = 0.0  # type: ignore[index]
+    assert ScoreResult.of({"x": 0.5}) == ScoreResult({"x": 0.5})
+
+
+def test_declarations_hold_in_any_decorator_order_and_hand_set_attributes_still_read() -> None:
+    @versioned("2")
+    @reports("correct", verdict=True)
+    def above(task, answer, trace, judge):
+        return ScoreResult()
+
+    @reports("correct", verdict=True)
+    @versioned("2")
+    def below(task, answer, trace, judge):
+        return ScoreResult()
+
+    expected = ScorerInfo(version="2", metrics=("correct",), verdict=True)
+    assert scorer_info(above) == scorer_info(below) == expected
+    assert scorer_info(partial) == ScorerInfo(metrics=("whole",))  # a plug-in's attributes set by hand

@@ -79,7 +79,7 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
     tmp_path, scripted_model, query1, strict, correct
 ):
     from data_agent_compare.cli.commands.run import RunOptions
-    from data_agent_compare.core import Benchmark
+    from data_agent_compare.core import Benchmark, ScoringRules
     from data_agent_compare.core.runlog import read_run
     from data_agent_compare.engine.runner import execute
     from data_agent_compare.reports.summary import summarize
@@ -90,7 +90,8 @@ def test_a_run_records_the_hedge_beside_the_verdict_and_strict_answers_scores_it
     class Decades(Benchmark):
         """A test benchmark: bookreview/query1's gold, no database, DAB's scorer."""
 
-        name, scorers = "dab", ("dab",)
+        name = "dab"
+        scoring = ScoringRules(scorers=("dab",))
 
         def load(self):
             return []

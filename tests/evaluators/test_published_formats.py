@@ -5,6 +5,7 @@ and `evaluators/submissions.py` holds no benchmark's format."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from data_agent_compare.core import BENCHMARKS, register_benchmark
@@ -27,7 +28,7 @@ class ToyBench(DabStep):
     """A test plug-in benchmark with a published format of its own."""
 
     name = "test_toy_published"
-    published_formats = (TOY,)
+    loading = replace(DabStep.loading, published_formats=(TOY,))
 
 
 def test_a_plug_in_benchmarks_published_format_is_recognised_and_read_like_a_built_in_one(tmp_path):

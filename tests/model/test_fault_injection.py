@@ -18,9 +18,11 @@ import pytest
 from data_agent_compare.core import (
     Answer,
     Benchmark,
+    Loading,
     Message,
     ModelConfig,
     RunContext,
+    ScoringRules,
     System,
     Task,
     Tool,
@@ -99,8 +101,8 @@ class NoTools(Benchmark):
     """The bundled tasks without their tools (no document index to load): only model calls are tested."""
 
     name = "test_no_tools"
-    needs_path = False
-    scorers = ("exact_match",)
+    loading = Loading(needs_path=False)
+    scoring = ScoringRules(scorers=("exact_match",))
 
     def load(self) -> list[Task]:
         return []

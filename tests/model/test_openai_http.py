@@ -581,5 +581,5 @@ def test_a_garbled_reply_echoing_the_key_never_puts_it_in_the_trace(
     model.generate(QUESTION)
 
     (failed,) = model.recorder.trace.model_calls[0].failed_attempts
-    assert failed.kind == "malformed" and "[redacted]" in failed.error
+    assert failed.kind == "malformed" and "Bearer ***" in failed.error
     assert KEY not in model.recorder.trace.model_dump_json()

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from data_agent_compare.core.benchmark import BENCHMARKS, Benchmark, ReportMetric, ReportTableSpec
+from data_agent_compare.core.benchmark import (
+    BENCHMARKS,
+    Benchmark,
+    Loading,
+    ReportLayout,
+    ReportMetric,
+    ReportTableSpec,
+)
 from data_agent_compare.reports import build_report
 
 F1 = ReportMetric("token F1", ("f1",))
@@ -18,11 +25,10 @@ class ToyBench(Benchmark):
     """A toy benchmark that scores answers by token F1."""
 
     name = "toybench"
-    needs_path = False
-    scorers = ()
-    primary_metric = F1
-    report_tables = (
-        ReportTableSpec("metrics", "Toy: token F1 and its parts", (F1, ReportMetric("recall", ("recall",)))),
+    loading = Loading(needs_path=False)
+    layout = ReportLayout(
+        primary_metric=F1,
+        tables=(ReportTableSpec("metrics", "Toy: token F1 and its parts", (F1, ReportMetric("recall", ("recall",)))),),
     )
 
     def load(self):
