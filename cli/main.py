@@ -7,6 +7,7 @@
     compare replay RUN_DIR            re-run a run's systems on its recorded model responses (no model)
     compare report DIR                rebuild a run directory's summary
     compare rescore DIR --out NEW     score a run's records again with today's scorers, into NEW
+    compare transcript DIR TASK       one unit's whole conversation (--system, --model, --epoch; --json)
     compare import FORMAT PATH --out DIR    published trajectories as a run directory
     compare tasks / score             validate a benchmark / score predictions made elsewhere
     compare systems / benchmarks / models    what is registered
@@ -29,7 +30,20 @@ from typer.core import TyperCommand
 
 # Only typer and rich: `compare --help` must not pay for the core's pydantic models, the config or the run log
 # (tests/app/test_startup.py). Each verb imports what it uses when it runs.
-from .commands import benchmarks, importing, models, replay, report, rescore, resume, run, score, systems, tasks
+from .commands import (
+    benchmarks,
+    importing,
+    models,
+    replay,
+    report,
+    rescore,
+    resume,
+    run,
+    score,
+    systems,
+    tasks,
+    transcript,
+)
 from .commands.common import command_of
 from .commands.group import RecordedRunCommand, VerbCommand, VerbGroup
 from .commands.running import failure_causes, progress_line  # noqa: F401  (the run display's helpers, as before)
@@ -41,6 +55,7 @@ VERBS: list[tuple[str, type[Any], Callable[[Any], None], type[TyperCommand]]] = 
     ("replay", replay.ReplayOptions, replay.replay, RecordedRunCommand),
     ("report", report.ReportOptions, report.report, VerbCommand),
     ("rescore", rescore.RescoreOptions, rescore.rescore, VerbCommand),
+    ("transcript", transcript.TranscriptOptions, transcript.transcript, VerbCommand),
     ("import", importing.ImportOptions, importing.import_run, VerbCommand),
     ("tasks", tasks.TasksOptions, tasks.tasks, VerbCommand),
     ("score", score.ScoreOptions, score.score, VerbCommand),

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from .conversations import CallRequest, ConversationWriter
 from .model import ModelConfig
 
 # Re-exported: app/, tools/ and reports/ import these from here until they import core/redaction.py themselves.
@@ -558,6 +559,11 @@ class RunLogWriter:
         self._calls: Any = None  # opened on the first model call
         self._calls_lock = threading.Lock()  # its own: a unit's journal line never waits for a trace being written
         self._folders: set[Path] = set()  # trace folders made: one mkdir per folder, not per trace
+        self.conversations = ConversationWriter(self.run_dir)
+
+    def requested(self, call: CallRequest) -> None:
+        """Keep a finished model call's request, as sent (conversations.sqlite)."""
+        self.conversations.put(call)
 
     def spent(self, call: SpentCall) -> None:
         """Journal one model call (or the calls in flight) of a unit's attempt."""
@@ -598,6 +604,7 @@ class RunLogWriter:
         self._results.close()
         if self._calls is not None:
             self._calls.close()
+        self.conversations.close()
 
     def close_with(self, manifest: Manifest) -> None:
         """Write the final manifest and close, also on a full disk: the manifest is then rewritten in
@@ -616,6 +623,7 @@ class RunLogWriter:
             with contextlib.suppress(OSError):
                 if self._calls is not None:
                     self._calls.close()
+            self.conversations.close()
 
 
 class RunDirBusy(RunLogError):

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from ..core.benchmark import create_benchmark
 from ..core.context import EndpointFactory
+from ..core.conversations import CallRequest, ConversationWriter
 from ..core.model import ModelConfig
 from ..core.runlog import CALLS_FILE, RunLogWriter, SpentCall, UnitKey
 from ..core.sanitize import install_safe_log_records
@@ -202,9 +203,13 @@ class AppendJournal:
 
     def __init__(self, path: Path) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.conversations = ConversationWriter(path.parent)  # the worker's own connection to the run's store
 
     def spent(self, call: SpentCall) -> None:
         os.write(self.fd, (call.model_dump_json(exclude_defaults=True) + "\n").encode())
+
+    def requested(self, call: CallRequest) -> None:
+        self.conversations.put(call)
 
 
 @dataclass

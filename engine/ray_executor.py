@@ -30,6 +30,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.conversations import CallRequest
 from ..core.model import PROVIDERS
 from ..core.runlog import CALLS_FILE, ResultRecord, RunLogWriter, SpentCall
 from ..core.trace import Usage, utc_now
@@ -92,6 +94,11 @@ class _Journal:
     def write(self, line: str) -> None:
         os.write(self.journal.fd, line.encode())
 
+    def write_request(self, call: str) -> None:
+        """A finished call's request, for the run's conversations.sqlite on this node."""
+        with contextlib.suppress(OSError, sqlite3.Error):
+            self.journal.requested(CallRequest.model_validate_json(call))
+
     def sync(self) -> None:
         """Answered once every line sent to it before is written (calls are served in order)."""
 
@@ -105,6 +112,9 @@ class _RemoteJournal:
 
     def spent(self, call: SpentCall) -> None:
         self.sent.append(self.journal.write.remote(call.model_dump_json(exclude_defaults=True) + "\n"))
+
+    def requested(self, call: CallRequest) -> None:
+        self.sent.append(self.journal.write_request.remote(call.model_dump_json()))
 
     def flush(self) -> None:
         """Wait until every call sent so far is in the journal (before the unit's record is)."""

@@ -106,6 +106,7 @@ class PendingCall:
     """What `complete` knows about a call and the trace step needs."""
 
     request_key: str
+    request: ModelRequest | None = None  # as sent, for the run's request store
     response: ModelResponse | None = None
     cached: CachedCall | None = None
     store_as: str | None = None  # the cache key to store the step under, once priced
@@ -162,7 +163,7 @@ class KeyedProvider(ModelProvider):
     def complete(
         self, request: ModelRequest, config: ModelConfig, *, timeout_s: float, context: CallContext
     ) -> ModelResponse:
-        pending = PendingCall(request_key(request, config))
+        pending = PendingCall(request_key(request, config), request)
         self._local.pending = pending
         response = self.respond(pending, request, config, timeout_s=timeout_s, context=context)
         pending.response = response
@@ -181,12 +182,12 @@ class KeyedProvider(ModelProvider):
             raise ModelError("no model behind this provider")
         return self.inner.complete(request, config, timeout_s=timeout_s, context=context)
 
-    def annotate(self, step: ModelCallStep) -> None:
-        """Put this thread's last call's key (and cache mark) into its trace step."""
+    def annotate(self, step: ModelCallStep) -> ModelRequest | None:
+        """Put this thread's last call's key (and cache mark) into its trace step; its request, as sent."""
         pending: PendingCall | None = getattr(self._local, "pending", None)
         self._local.pending = None
         if pending is None or not _same_call(pending.response, step):
-            return  # not the call this thread made last (a step recorded elsewhere): leave it unkeyed
+            return None  # not the call this thread made last (a step recorded elsewhere): leave it unkeyed
         step.request_key = pending.request_key
         if pending.cached is not None:
             step.cached = pending.cached
@@ -194,6 +195,7 @@ class KeyedProvider(ModelProvider):
             step.usage.table_cost_usd = 0.0  # nothing was billed now, by either source
         if step.success:
             self.answered(pending, step)
+        return pending.request
 
     def answered(self, pending: PendingCall, step: ModelCallStep) -> None:
         """A call of this unit got its answer (caching providers count and keep it)."""

@@ -6,17 +6,20 @@
                   journaled, so the calls of a unit interrupted before its record are still counted
 
 Both write through an `AttemptJournal`: the run's spend sink (`RunLogWriter`, or a worker's own appender)
-and the id of this attempt at the unit.
+and the id of this attempt at the unit. A finished call's request, as sent, goes to the same sink first
+(`requested`: the run's conversations.sqlite, `core/conversations.py`), so every journaled call has its request.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.conversations import CallRequest, request_parts
 from ..core.model import CallContext, ModelConfig, ModelError, ModelProvider, ModelRequest, ModelResponse
 from ..core.runlog import SpentCall, UnitKey
 from ..core.trace import Budgets, ModelCallStep, Step, Trace, TraceRecorder
@@ -27,6 +30,8 @@ class SpendSink(Protocol):
     """Where a unit's model calls are journaled: the run's `RunLogWriter`, or a worker's own appender."""
 
     def spent(self, call: SpentCall) -> None: ...
+
+    def requested(self, call: CallRequest) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,23 @@ class AttemptJournal:
     def write(self, line: SpentCall) -> None:
         with contextlib.suppress(OSError):  # a full disk stops the run at its next record, not inside a call
             self.writer.spent(line)
+
+    def store(self, key: UnitKey, role: str, step: ModelCallStep, request: ModelRequest) -> None:
+        """Keep a finished call's request, as sent (before its journal line)."""
+        task_id, system, model, epoch = key
+        call = CallRequest(
+            task_id=task_id,
+            system=system,
+            model=model,
+            epoch=epoch,
+            attempt=self.attempt,
+            role=role,
+            step=step.index,
+            request_key=step.request_key,
+            parts=request_parts(request),
+        )
+        with contextlib.suppress(OSError, sqlite3.Error):  # a store that cannot be written loses a transcript,
+            self.writer.requested(call)  # never the call (the record and the journal still have it)
 
 
 def spent_line(
@@ -90,7 +112,7 @@ class UnitRecorder(TraceRecorder):
         trace: Trace,
         budgets: Budgets,
         provider: KeyedProvider,
-        journal: Callable[[ModelCallStep], None] | None,
+        journal: Callable[[ModelCallStep, ModelRequest | None], None] | None,
     ) -> None:
         super().__init__(trace, budgets)
         self.provider = provider
@@ -114,7 +136,13 @@ class UnitRecorder(TraceRecorder):
         trace = Trace(task_id=task_id, system=system if role == "system" else f"judge:{system}", model=model)
         if journal is None:
             return cls(trace, budgets, provider, None)
-        return cls(trace, budgets, provider, lambda step: journal.write(spent_line(journal.attempt, key, role, step)))
+
+        def journaled(step: ModelCallStep, request: ModelRequest | None) -> None:
+            if request is not None:
+                journal.store(key, role, step, request)
+            journal.write(spent_line(journal.attempt, key, role, step))
+
+        return cls(trace, budgets, provider, journaled)
 
     def admit_model_call(self) -> None:
         super().admit_model_call()
@@ -122,11 +150,10 @@ class UnitRecorder(TraceRecorder):
             self.sent += 1
 
     def add(self, step: Step) -> None:
-        if isinstance(step, ModelCallStep):
-            self.provider.annotate(step)
+        request = self.provider.annotate(step) if isinstance(step, ModelCallStep) else None
         super().add(step)
         if isinstance(step, ModelCallStep) and self.journal is not None:
-            self.journal(step)
+            self.journal(step, request)
 
     def in_flight(self) -> int:
         """Calls sent and not answered yet."""

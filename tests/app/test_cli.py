@@ -233,7 +233,7 @@ def test_listings_of_what_is_registered():
 
     models = {row["alias"]: row for row in json.loads(runner.invoke(app, ["models", "--json"]).output)}
     assert models["gpt-5"]["provider"] == "openrouter" and models["gpt-5"]["model id"] == "openai/gpt-5"
-    assert models["gpt-5"]["$/Mtok"] == "1.25 in / 10 out" and models["local"]["provider"] == "local"
+    assert models["gpt-5"]["$/Mtok"] == "1.25 in / 0.125 cached / 10 out" and models["local"]["provider"] == "local"
 
 
 def test_a_password_in_the_base_url_is_refused_and_never_shown(tmp_path):
