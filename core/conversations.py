@@ -54,7 +54,7 @@ class StoredRequest(BaseModel):
     step: int  # the index of its model-call step in the unit's trace
     request_key: str | None
     messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None  # None: not recorded (an imported conversation)
     settings: dict[str, Any]  # every other field of the request (sampling settings, tool choice, options)
 
 
@@ -62,7 +62,7 @@ class RequestParts(BaseModel):
     """A request split for the store: each message, the tool list and the settings as JSON text."""
 
     messages: list[str]
-    tools: str | None
+    tools: str | None  # None: not recorded (an imported conversation); "[]": none offered
     settings: str
 
 
@@ -70,7 +70,7 @@ def request_parts(request: ModelRequest) -> RequestParts:
     """`request` as the JSON texts the store keeps, unset settings left out."""
     messages = [message.model_dump_json(exclude_none=True) for message in request.messages]
     tools = request.tools
-    tools_text = json.dumps([tool.model_dump(mode="json") for tool in tools], ensure_ascii=False) if tools else None
+    tools_text = json.dumps([tool.model_dump(mode="json") for tool in tools], ensure_ascii=False)
     settings = request.model_dump_json(exclude={"messages", "tools"}, exclude_none=True, exclude_defaults=True)
     return RequestParts(messages=messages, tools=tools_text, settings=settings)
 
@@ -192,7 +192,7 @@ def _read(
             step=step,
             request_key=key,
             messages=[_blob_value(connection, blobs, digest) for digest in digests],
-            tools=_blob_value(connection, blobs, tools) if tools is not None else [],
+            tools=_blob_value(connection, blobs, tools) if tools is not None else None,
             settings=_blob_value(connection, blobs, settings),
         )
 

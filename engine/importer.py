@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..core import __version__
 from ..core.benchmark import Benchmark
+from ..core.conversations import CallRequest, RequestParts
 from ..core.model import ModelConfig
 from ..core.runlog import Manifest, ResultRecord, RunLogWriter, record_of, trace_path
 from ..core.scorer import score
@@ -30,6 +31,7 @@ from .config import RunConfig
 
 IMPORT_FORMATS = (published.FORMAT,)
 DEFAULT_SYSTEM = published.DEFAULT_SYSTEM
+IMPORTED_ATTEMPT = "imported"  # the attempt of an imported trial's stored requests (its record names none)
 
 
 class ImportFailed(ValueError):
@@ -68,6 +70,7 @@ def import_trajectories(
             record = _record(trial, tasks.get(trial.task_id), scorers)
             if trial.task_id not in tasks:
                 imported.unscored.append(trial.task_id)
+            _store_requests(writer, trial)
             writer.append(record, trial.trace)
             imported.records.append(record)
         imported.missing = dict(Counter(item for trial in trials for item in trial.missing))
@@ -76,6 +79,15 @@ def import_trajectories(
     finally:
         writer.close()
     return imported
+
+
+def _store_requests(writer: RunLogWriter, trial: Trial) -> None:
+    """The trial's conversation into the run's request store, one request per model call (`compare transcript`)."""
+    for step, messages in trial.requests():
+        parts = RequestParts(messages=messages, tools=None, settings="{}")
+        unit = {"task_id": trial.task_id, "system": trial.trace.system, "model": trial.model, "epoch": trial.epoch}
+        call = CallRequest(**unit, attempt=IMPORTED_ATTEMPT, role="system", step=step, request_key=None, parts=parts)
+        writer.requested(call)
 
 
 def _record(trial: Trial, task: Task | None, scorers: tuple[str, ...]) -> ResultRecord:

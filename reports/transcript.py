@@ -41,6 +41,7 @@ class TranscriptEntry(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     earlier_messages: int = 0
     tools: list[str] = Field(default_factory=list)
+    tools_recorded: bool = True  # False: the request's tools are not known (an imported conversation)
     tool_specs: list[dict[str, Any]] | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     reply: dict[str, Any] | None = None
@@ -212,8 +213,9 @@ def _model_call(
         return entry
     shared = _shared_prefix(sent, request.messages)
     entry.messages, entry.earlier_messages = request.messages[shared:], shared
-    entry.tools = [str(tool.get("name")) for tool in request.tools]
-    entry.tool_specs = request.tools if request.tools != offered else None
+    entry.tools = [str(tool.get("name")) for tool in request.tools or []]
+    entry.tools_recorded = request.tools is not None
+    entry.tool_specs = request.tools if request.tools is not None and request.tools != offered else None
     entry.settings = request.settings
     return entry
 

@@ -79,6 +79,16 @@ class Trial:
     def epoch(self) -> int:
         return self.run + 1
 
+    def requests(self) -> list[tuple[int, list[str]]]:
+        """Each model call's request as the conversation shows it: the trace step's index and the messages
+        before its assistant turn, as JSON texts in the suite's message shape (the tools offered and the
+        settings sent are not in the published files)."""
+        final = _json_file(self.folder / FINAL_FILE)
+        messages = [m for m in final.get("messages") or [] if isinstance(m, dict)]
+        turns = [at for at, message in enumerate(messages) if message.get("role") == "assistant"]
+        steps = [step.index for step in self.trace.model_calls]
+        return [(step, [_as_sent(m) for m in messages[:at]]) for step, at in zip(steps, turns, strict=False)]
+
 
 def find_trials(root: Path) -> list[Path]:
     """Every run folder under `root` (or `root` itself) that holds final_agent.json, in path order."""
@@ -211,6 +221,20 @@ def _rebuild(
             if not success:
                 rules.redo(None)
     return missing
+
+
+def _as_sent(message: dict[str, Any]) -> str:
+    """One published chat message as the request store keeps a message (`core.model.Message`'s fields)."""
+    content = message.get("content")
+    shown: dict[str, Any] = {"role": str(message.get("role"))}
+    if content is not None:
+        shown["content"] = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if message.get("tool_calls"):
+        shown["tool_calls"] = [_tool_call(raw).model_dump(mode="json") for raw in message["tool_calls"]]
+    for name in ("tool_call_id", "name"):
+        if message.get(name) is not None:
+            shown[name] = str(message[name])
+    return json.dumps(shown, ensure_ascii=False)
 
 
 def _tool_call(raw: Any) -> ToolCall:

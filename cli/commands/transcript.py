@@ -107,6 +107,8 @@ def _entry_lines(entry: TranscriptEntry) -> list[tuple[str, str]]:
         lines.append(("dim", f"  ({entry.earlier_messages} earlier message(s) as sent before)"))
     if entry.tool_specs is not None:
         lines.append(("dim", f"  tools offered: {', '.join(entry.tools) or '(none)'}"))
+    elif not entry.tools_recorded and entry.earlier_messages == 0:
+        lines.append(("dim", "  tools offered: not recorded (the conversation was imported)"))
     if entry.settings:
         settings = _short(json.dumps(entry.settings, ensure_ascii=False), 300)
         settings = settings.replace(" characters)", " characters: --json shows all)")

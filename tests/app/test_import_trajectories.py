@@ -144,3 +144,26 @@ def test_imported_steps_follow_the_one_set_of_phase_rules(tmp_path):
     assert phases[-2:] == [("model_call", None, "generate"), ("tool_call", "return_answer", "generate")]
     assert {p for kind, _, p in phases[:-2] if kind == "model_call"} == {"decision"}
     assert {p for kind, _, p in phases[:-2] if kind == "tool_call"} == {"execute"}
+
+
+def test_an_imported_trials_conversation_fills_the_request_store_as_published(tmp_path):
+    from data_agent_compare.core.conversations import read_requests
+    from data_agent_compare.core.runlog import read_run
+    from data_agent_compare.reports.transcript import unit_transcript
+
+    result, out = import_run(tmp_path)
+    assert result.exit_code == 0, result.output
+    run = read_run(out)
+    for record in run.records:
+        folder = f"query_{record.task_id.split('/')[0]}/{record.task_id.split('/')[1]}/data_agent/run_{record.epoch - 1}"
+        (final_file,) = TRAJECTORIES.glob(f"*/{folder}/final_agent.json")
+        published = json.loads(final_file.read_text())["messages"]
+        turns = [at for at, message in enumerate(published) if message["role"] == "assistant"]
+        stored = read_requests(out, record.key, None) or []
+        assert len(stored) == record.model_calls == len(turns)
+        for request, at in zip(stored, turns, strict=True):  # each call sent the conversation before its turn
+            assert [m["role"] for m in request.messages] == [m["role"] for m in published[:at]]
+            assert [m.get("content") for m in request.messages] == [m.get("content") for m in published[:at]]
+            assert request.tools is None  # the published files do not say which tools were offered
+        told = unit_transcript(run, record)
+        assert told.stored and told.entries[0].messages[0]["role"] == "system"
