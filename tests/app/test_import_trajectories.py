@@ -155,7 +155,8 @@ def test_an_imported_trials_conversation_fills_the_request_store_as_published(tm
     assert result.exit_code == 0, result.output
     run = read_run(out)
     for record in run.records:
-        folder = f"query_{record.task_id.split('/')[0]}/{record.task_id.split('/')[1]}/data_agent/run_{record.epoch - 1}"
+        dataset, query = record.task_id.split("/")
+        folder = f"query_{dataset}/{query}/data_agent/run_{record.epoch - 1}"
         (final_file,) = TRAJECTORIES.glob(f"*/{folder}/final_agent.json")
         published = json.loads(final_file.read_text())["messages"]
         turns = [at for at, message in enumerate(published) if message["role"] == "assistant"]
