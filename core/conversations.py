@@ -67,12 +67,25 @@ class RequestParts(BaseModel):
 
 
 def request_parts(request: ModelRequest) -> RequestParts:
-    """`request` as the JSON texts the store keeps, unset settings left out."""
-    messages = [message.model_dump_json(exclude_none=True) for message in request.messages]
-    tools = request.tools
-    tools_text = json.dumps([tool.model_dump(mode="json") for tool in tools], ensure_ascii=False)
-    settings = request.model_dump_json(exclude={"messages", "tools"}, exclude_none=True, exclude_defaults=True)
-    return RequestParts(messages=messages, tools=tools_text, settings=settings)
+    """`request` as the JSON texts the store keeps: a message's unset fields and the settings left at their
+    defaults left out. One serialization of the whole request, split here: this runs on every model call."""
+    dumped = request.model_dump(mode="json")
+    messages = [
+        _json({name: value for name, value in message.items() if value is not None})
+        for message in dumped.pop("messages")
+    ]
+    tools = _json(dumped.pop("tools"))
+    fields = ModelRequest.model_fields
+    settings = {
+        name: value
+        for name, value in dumped.items()
+        if value is not None and value != fields[name].get_default(call_default_factory=True)
+    }
+    return RequestParts(messages=messages, tools=tools, settings=_json(settings))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class CallRequest(BaseModel):

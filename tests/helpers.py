@@ -18,12 +18,14 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
 import string
 import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -213,6 +215,24 @@ def bump_scorer_version(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[str
 def read_records(run_dir: Path) -> list[ResultRecord]:
     return [ResultRecord.model_validate_json(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
 
+
+
+def run_files_as_text(run_dir: Path) -> dict[str, str]:
+    """Every file of a run as text, by path: the request store's compressed blobs and rows decoded (a secret
+    compressed into conversations.sqlite would not show in its raw bytes), binary files with replacements."""
+    texts = {}
+    for path in sorted(Path(run_dir).rglob("*")):
+        if not path.is_file():
+            continue
+        name = str(path.relative_to(run_dir))
+        if path.name == "conversations.sqlite":
+            with contextlib.closing(sqlite3.connect(path)) as store:
+                blobs = [zlib.decompress(body).decode() for (body,) in store.execute("SELECT body FROM blobs")]
+                rows = [" ".join(map(str, row)) for row in store.execute("SELECT * FROM calls")]
+            texts[name] = "\n".join(blobs + rows)
+        elif not path.name.startswith("conversations.sqlite-"):  # WAL pages: what they hold, the store holds
+            texts[name] = path.read_text("utf-8", "replace")
+    return texts
 
 # ---------------------------------------------------------------- a quiz plugin for `compare` child processes
 

@@ -20,7 +20,7 @@ from data_agent_compare.engine.runner import execute
 from data_agent_compare.tasks.dab import DabSettings, DataAgentBench, load_dab
 from data_agent_compare.tools.postgres import PostgresCluster
 
-from helpers import FIXTURES, compare_command, make_plan, postgres_bin_dir_or_skip, scripted_provider
+from helpers import FIXTURES, compare_command, make_plan, postgres_bin_dir_or_skip, run_files_as_text, scripted_provider
 
 DAB_FLAGS = {"benchmark": "dab", "tasks_path": "dab-tasks"}
 
@@ -107,8 +107,8 @@ def test_a_password_with_quotes_reaches_no_file_of_the_run(tmp_path: Path) -> No
             execute(plan)
         finally:
             benchmark.close()
-    written = {path.name: path.read_text() for path in plan.run_dir.rglob("*") if path.is_file()}
-    assert "manifest.json" in written and "results.jsonl" in written
+    written = run_files_as_text(plan.run_dir)
+    assert {"manifest.json", "results.jsonl", "conversations.sqlite"} <= set(written)
     manifest = json.loads(written["manifest.json"])
     assert manifest["config"]["benchmark_settings"]["dab"]["postgres_url"].startswith("postgresql://quoted:***@")
     forms = {QUOTED_PASSWORD, quote(QUOTED_PASSWORD, safe=""), json.dumps(QUOTED_PASSWORD)[1:-1], "ab'cd", "ab%27cd"}

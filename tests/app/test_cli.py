@@ -4,7 +4,7 @@ from typer.testing import CliRunner
 
 from data_agent_compare.cli.main import app
 
-from helpers import FIXTURES
+from helpers import FIXTURES, run_files_as_text
 
 runner = CliRunner()
 
@@ -74,7 +74,7 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
         )
         assert all(r.headers["authorization"] == f"Bearer {secret}" for r in fake.requests)
     assert result.exit_code == 0, result.output
-    run_log = {"manifest.json", "results.jsonl", "calls.jsonl", ".lock", "traces", "summary.md"}
+    run_log = {"manifest.json", "results.jsonl", "calls.jsonl", "conversations.sqlite", ".lock", "traces", "summary.md"}
     report = {"report.html", "report.md", "results.csv", "results.parquet", "leaderboard.json", "figures"}
     assert {p.name for p in out.iterdir()} == run_log | report  # the comparison report is written after the run
     manifest = json.loads((out / "manifest.json").read_text())
@@ -84,7 +84,7 @@ def test_compare_end_to_end_through_an_openai_compatible_fake_server(tmp_path, m
     for record in records:  # cost as the provider reported it, per call
         assert record["usage"]["cost_source"] == "provider"
         assert abs(record["usage"]["cost_usd"] - 0.002 * record["model_calls"]) < 1e-12
-    everything = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())  # PNG, Parquet too
+    everything = "".join(run_files_as_text(out).values())  # PNG, Parquet, the request store too
     assert secret not in everything and secret not in result.output
 
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from data_agent_compare.cli.main import app
 
-from helpers import FIXTURES
+from helpers import FIXTURES, run_files_as_text
 
 runner = CliRunner()
 # an endpoint nobody listens on: any model call would fail, so exit 2 proves none was made
@@ -89,7 +89,7 @@ def test_a_report_refuses_a_record_whose_trace_file_is_outside_the_run_directory
         result = compare("report", str(run))
         refused(result, "results.jsonl:1", "trace_file", "outside the run directory")
         assert "OUTSIDE-MARKER" not in result.output
-        assert not any("OUTSIDE-MARKER" in p.read_text("utf-8", "replace") for p in run.rglob("*") if p.is_file())
+        assert not any("OUTSIDE-MARKER" in text for text in run_files_as_text(run).values())
 
 
 def test_a_formula_answer_is_neutralised_in_results_csv(tmp_path):
