@@ -8,6 +8,7 @@
     compare report DIR                rebuild a run directory's summary
     compare rescore DIR --out NEW     score a run's records again with today's scorers, into NEW
     compare transcript DIR TASK       one unit's whole conversation (--system, --model, --epoch; --json)
+    compare view [DIR...]             the runs in the browser: overviews, conversations, a running run live
     compare import FORMAT PATH --out DIR    published trajectories as a run directory
     compare tasks / score             validate a benchmark / score predictions made elsewhere
     compare systems / benchmarks / models    what is registered
@@ -43,6 +44,7 @@ from .commands import (
     systems,
     tasks,
     transcript,
+    view,
 )
 from .commands.common import command_of
 from .commands.group import RecordedRunCommand, VerbCommand, VerbGroup
@@ -56,6 +58,7 @@ VERBS: list[tuple[str, type[Any], Callable[[Any], None], type[TyperCommand]]] = 
     ("report", report.ReportOptions, report.report, VerbCommand),
     ("rescore", rescore.RescoreOptions, rescore.rescore, VerbCommand),
     ("transcript", transcript.TranscriptOptions, transcript.transcript, VerbCommand),
+    ("view", view.ViewOptions, view.view, VerbCommand),
     ("import", importing.ImportOptions, importing.import_run, VerbCommand),
     ("tasks", tasks.TasksOptions, tasks.tasks, VerbCommand),
     ("score", score.ScoreOptions, score.score, VerbCommand),

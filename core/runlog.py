@@ -369,20 +369,23 @@ def json_lines(path: Path) -> Iterator[tuple[int, str | None]]:
             yield number, None
 
 
-def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
+def read_records(run_dir: Path, task_id: str | None = None) -> tuple[list[ResultRecord], list[str]]:
     """The records of results.jsonl and warnings about lines that are not JSON (a run killed
     mid-write leaves at most one partial last line; that unit runs again on --resume). A line
-    that is JSON but not a record raises RunLogError naming the line and the field."""
+    that is JSON but not a record raises RunLogError naming the line and the field. With `task_id`, only
+    that task's records (the lines that cannot hold it are not parsed: a task of a large run reads fast)."""
     path = Path(run_dir) / RESULTS_FILE
     records: list[ResultRecord] = []
     warnings: list[str] = []
     if not path.exists():
         return records, warnings
+    # A task id written as it is in JSON (no character JSON escapes) is on its lines as it is.
+    needle = task_id if task_id is not None and json.dumps(task_id, ensure_ascii=False)[1:-1] == task_id else None
     for number, line in json_lines(path):
         if line is None:
             warnings.append(f"{path}:{number}: unreadable record (partial write?); its unit will be run again")
             continue
-        if not line.strip():
+        if not line.strip() or (needle is not None and needle not in line):
             continue
         record = _current_record(line)
         if record is not None:
@@ -402,6 +405,8 @@ def read_records(run_dir: Path) -> tuple[list[ResultRecord], list[str]]:
             records.append(ResultRecord.model_validate(_checked_version(data, where)))
         except ValidationError as error:
             raise _invalid(where, error) from None
+    if task_id is not None:
+        records = [record for record in records if record.task_id == task_id]
     return latest_records(records), warnings
 
 

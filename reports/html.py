@@ -83,7 +83,9 @@ def page(
     body = [
         f"<header><h1>{html.escape(title)}</h1>",
         '<ul class="headline">' + "".join(f"<li>{html.escape(line)}</li>" for line in headline) + "</ul>",
-        "<nav>" + " · ".join(f'<a href="#{a}">{html.escape(h)}</a>' for a, h in nav) + "</nav></header>",
+        "<nav>"
+        + " · ".join(f'<a href="#{a}">{html.escape(h)}</a>' for a, h in nav)
+        + ' <a id="viewer-link" href="#" hidden>· open in compare view</a></nav></header>',  # shown when served by it
         f'<main><section id="summary"><h2>Summary</h2>{_list(notes)}{table_html(main, "main-table")}',
         f"<details><summary>Run directories</summary>{_list(sources)}</details></section>",
         f'<section id="charts"><h2>Charts</h2><div class="charts">{charts}</div></section>',

@@ -99,6 +99,12 @@ class RunOptions:
         bool | None,
         typer.Option("--strict-answers", help="Score answers flagged as hedged (listing many candidates) as wrong."),
     ] = None
+    view: Annotated[
+        bool,
+        typer.Option(
+            "--view", help="Follow the run in the browser: start `compare view` beside it, print its address."
+        ),
+    ] = False
 
     def overrides(self) -> dict[str, Any]:
         """The run configuration's keys these flags set (None: not given, the configuration's value stays)."""
@@ -132,11 +138,12 @@ class RunOptions:
         }
 
 
-# The fields `_reshaped` turns into configuration keys, and `config`, which names the file under the flags.
+# The fields `_reshaped` turns into configuration keys, `config`, which names the file under the flags, and
+# `view`, which is how the run is watched, not how it runs.
 RESHAPED = {
     "workflows", "systems", "system_arg", "models", "task_ids", "level", "question_type", "plugin", "max_steps",
     "max_tokens", "wall_time", "unsafe_python", "unsandboxed_agents", "cache", "temperature", "top_p", "seed",
-    "max_output_tokens", "config",
+    "max_output_tokens", "config", "view",
 }  # fmt: skip
 
 
@@ -150,7 +157,7 @@ def run(options: RunOptions) -> None:
         plan = plan_run(load_run_config(options.config, options.overrides()))
     except ConfigError as problem:
         raise fail(str(problem)) from None
-    raise typer.Exit(run_plan(plan))
+    raise typer.Exit(run_plan(plan, view=options.view))
 
 
 def _systems(workflows: str | None, systems: str | None) -> list[str] | None:

@@ -7,10 +7,12 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Iterable
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from rich.console import RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -33,9 +35,46 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False) -> int:
+def run_plan(plan: RunPlan, *, resume: bool = False, allow_drift: bool = False, view: bool = False) -> int:
     """Run the plan's units (those not yet recorded, when resuming), then write its summary and report;
-    the exit status: 1 if a unit ended with an error, else 0."""
+    the exit status: 1 if a unit ended with an error, else 0. With `view`, the viewer serves the run's folder
+    beside it (`watching`)."""
+    with watching(plan.run_dir, view):
+        return _run_plan(plan, resume=resume, allow_drift=allow_drift)
+
+
+@contextmanager
+def watching(run_dir: Path, view: bool) -> Iterator[None]:
+    """With `view`: the viewer on a free loopback port over the run's folder, its address printed, for as long
+    as the run lasts; after it, on a terminal, until Ctrl-C (the finished run is what one came to look at)."""
+    if not view:
+        yield
+        return
+    from ...reports.viewer import start_in_background
+
+    console = common.console
+    try:
+        served = start_in_background([run_dir.resolve().parent])
+    except OSError as problem:
+        console.print(f"[yellow]warning:[/yellow] no viewer: {problem}", highlight=False)
+        yield
+        return
+    address = f"{served.url}runs/{quote(run_dir.resolve().name)}"
+    console.print(
+        f"viewer: {address}  (read-only, follows the run live)", highlight=False, markup=False, soft_wrap=True
+    )
+    try:
+        yield
+        if sys.stdin.isatty() and console.is_terminal:
+            console.print(f"viewer: still at {address}; Ctrl-C stops it", highlight=False, markup=False)
+            with suppress(KeyboardInterrupt):
+                while served.thread is not None and served.thread.is_alive():
+                    served.thread.join(0.5)
+    finally:
+        served.stop()
+
+
+def _run_plan(plan: RunPlan, *, resume: bool, allow_drift: bool) -> int:
     from ...core.runlog import RunLogError, read_records, redact_credentials
     from ...engine.config import ConfigError
     from ...engine.events import ExecutorChosen, Notice, RunEvent, UnitFinished

@@ -23,6 +23,14 @@
     return value.toFixed(digits === undefined ? 3 : digits);
   }
 
+  // ------------------------------------------------------------------ served by compare view: a link back
+  var served = /^\/runs\/([^/]+)\/report\.html$/.exec(window.location.pathname);
+  var back = document.getElementById("viewer-link");
+  if (served && back && window.location.protocol.indexOf("http") === 0) {
+    back.href = "/runs/" + served[1];
+    back.hidden = false;
+  }
+
   // ------------------------------------------------------------------ charts
   data.figures.forEach(function (figure) {
     var target = document.getElementById("chart-" + figure.key);

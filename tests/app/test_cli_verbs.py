@@ -17,7 +17,7 @@ runner = CliRunner()
 def test_every_verb_has_its_module_and_a_dataclass_of_options():
     names = [name for name, *_ in VERBS]
     assert names == [
-        "run", "resume", "replay", "report", "rescore", "transcript", "import",
+        "run", "resume", "replay", "report", "rescore", "transcript", "view", "import",
         "tasks", "score", "systems", "benchmarks", "models",
     ]  # fmt: skip
     for _, options, body, _ in VERBS:
@@ -87,7 +87,7 @@ def test_a_first_word_that_is_no_verb_is_refused_naming_it_and_the_verbs_even_be
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert f"unknown verb {args[0]!r}" in result.output
-    verbs = "run, resume, replay, report, rescore, transcript, import, tasks, score, systems, benchmarks, models"
+    verbs = "run, resume, replay, report, rescore, transcript, view, import, tasks, score, systems, benchmarks, models"
     assert verbs in result.output
     assert "Usage:" not in result.output  # not `compare run --help`, nor run's parse error
     assert ("did you mean 'report'?" in result.output) == (args[0] == "reprot")
