@@ -48,7 +48,7 @@ class RunCache(Generic[Value]):
         with lock:
             stamp = fingerprint(path)
             kept = self._kept.get(path)
-            if kept is not None and (kept.stamp == stamp or self._recent(kept)):
+            if kept is not None and (kept.stamp == stamp or (self._recent(kept) and _running(path))):
                 return kept.value
             started = time.monotonic()
             value = self.disk.get(path, stamp) if self.disk else None
@@ -60,8 +60,13 @@ class RunCache(Generic[Value]):
             return value
 
     def _recent(self, kept: _Kept[Value]) -> bool:
-        """Computed so lately that the run's newer files wait (a running run: a bounded share of a core)."""
+        """Computed so lately that a running run's newer files wait (a bounded share of a core); once the run
+        has ended, its last state is computed at once."""
         return time.monotonic() - kept.computed_at < max(MIN_AGE_S, RECOMPUTE_FACTOR * kept.took_s)
+
+
+def _running(path: Path) -> bool:
+    return read_manifest_json(path).get("status") == "running"
 
 
 def _code_version() -> str:

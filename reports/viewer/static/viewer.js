@@ -314,7 +314,11 @@ class RunPage {
   // The tables and charts again from the overview (at most every 3 s while the run goes on), filters kept.
   async refresh(final) {
     const now = Date.now();
-    if (this.refreshing || (!final && now - this.lastRefresh < 3000)) return;
+    if (this.refreshing) {
+      this.finalPending = this.finalPending || final; // the run ended during a refresh: one more after it
+      return;
+    }
+    if (!final && now - this.lastRefresh < 3000) return;
     this.refreshing = true;
     this.lastRefresh = now;
     try {
@@ -329,6 +333,10 @@ class RunPage {
       this.applyFilters();
     } finally {
       this.refreshing = false;
+      if (this.finalPending) {
+        this.finalPending = false;
+        this.refresh(true);
+      }
     }
   }
 }
