@@ -96,7 +96,8 @@ class GenerationSettings(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     seed: int | None = None
-    max_output_tokens: int | None = Field(default=None, gt=0)
+    # No model writes a million tokens in one reply: a larger limit is a typo, refused before the run.
+    max_output_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
 
     def sent(self) -> dict[str, float | int]:
         """The fields every request carries (the unset ones are removed)."""

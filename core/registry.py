@@ -16,12 +16,17 @@ core never names a module above it.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 ENTRY_POINT_PREFIX = "data_agent_compare"
+# A name becomes a folder of the run directory (traces/<system>/...) and an item of comma-separated flags: no
+# path separator, no comma, no space, nothing that starts like an option or a hidden file.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+NAME_RULE = "1 to 64 letters, digits, '_', '-', '.' or '+', not starting with '.', '-' or '+'"
 
 T = TypeVar("T")
 
@@ -65,6 +70,7 @@ class Registry(Generic[T]):
     def register(self, name: str, target: T | str, origin: str | None = None) -> None:
         """Add `name`. Registering the object an entry point already names is not a conflict."""
         entry = Entry(name, target, origin or _origin_of(target))
+        check_name(name, self.singular, entry.origin)
         with self._lock:
             existing = self._entries().get(name)
             if existing is not None and existing.path != entry.path:
@@ -116,6 +122,12 @@ class Registry(Generic[T]):
             return {**self._discovered, **self._registered}
 
 
+def check_name(name: object, singular: str, origin: str) -> None:
+    """RegistryError unless `name` is a name the registries take (`NAME_PATTERN`)."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise RegistryError(f"{singular} name {name!r} ({origin}) is not a name: a name is {NAME_RULE}")
+
+
 def _origin_of(target: Any) -> str:
     if isinstance(target, str):
         return "registered by name"
@@ -129,6 +141,7 @@ def _discover(group: str, singular: str) -> dict[str, Entry]:
     for point in importlib.metadata.entry_points(group=group):
         dist = point.dist.name if point.dist else "an unnamed distribution"
         entry = Entry(point.name, point.value, f"entry point of {dist}")
+        check_name(point.name, singular, entry.origin)
         known = found.get(point.name)
         if known is not None and known.path != entry.path:
             raise RegistryError(

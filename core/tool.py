@@ -277,7 +277,7 @@ class ToolSettings(BaseModel):
     sql_max_bytes: int = Field(default=64_000, gt=0)  # bytes of rendered result
     sql_timeout_s: float = Field(default=30.0, gt=0)  # per statement
     python_timeout_s: float = Field(default=60.0, gt=0)
-    python_memory_mb: int = Field(default=1024, gt=0)
+    python_memory_mb: int = Field(default=1024, gt=0, le=1_048_576)  # at most 1 TiB: more is a typo
     file_max_bytes: int = Field(default=64_000, gt=0)  # per read_file call
     search_top_k: int = Field(default=5, gt=0)
     cache_dir: str = ".cache"  # FAISS indexes and assembled model files

@@ -203,7 +203,7 @@ def _system_list(requested: list[str]) -> list[str]:
     valid = system_names()
     unknown = [n for n in names if n not in valid]
     if unknown:
-        raise ConfigError(f"unknown workflow/system {', '.join(unknown)}; valid: all, {', '.join(valid)}")
+        raise ConfigError(f"unknown workflow/system {', '.join(map(repr, unknown))}; valid: all, {', '.join(valid)}")
     return names
 
 

@@ -21,7 +21,7 @@ from .drilldown import drilldown
 from .judged import JudgedFailures, judge_failures, judged_table
 from .runs import ReportData, ReportError, describe_sources, load_comparison
 from .significance import leader_line, ranked, ranking_figures, significance_table
-from .summary import SummaryRow, comparison_markdown, cost_check_lines, denominator_lines, sandbox_lines
+from .summary import SummaryRow, comparison_markdown, cost_check_lines, denominator_lines, markdown_safe, sandbox_lines
 from .trajectories import trajectory_table
 
 FIGURES_DIR = "figures"
@@ -260,7 +260,7 @@ def markdown(report: Report, figure_files: dict[str, tuple[Path, Path]], out: Pa
         for table in section_tables:
             lines += markdown_table(table)
     lines += ["## Run directories", "", *[f"- {line}" for line in _sources(report)], ""]
-    return "\n".join(lines)
+    return markdown_safe("\n".join(lines))
 
 
 def _sources(report: Report) -> list[str]:

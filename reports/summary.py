@@ -789,6 +789,21 @@ def sandbox_lines(manifest: Manifest, rows: list[SummaryRow]) -> list[str]:
     ]
 
 
+def markdown_safe(text: str) -> str:
+    """Markdown in which text from runs (a model alias, a run's label, an answer) cannot be HTML: every `<`
+    outside a code span is written `&lt;` (a renderer shows it as `<`)."""
+    return "\n".join(_line_safe(line) for line in text.split("\n"))
+
+
+def _line_safe(line: str) -> str:
+    if "<" not in line:
+        return line
+    parts = line.split("`")
+    if len(parts) % 2 == 0:  # an unclosed backtick: no code span on this line
+        return line.replace("<", "&lt;")
+    return "`".join(part if index % 2 else part.replace("<", "&lt;") for index, part in enumerate(parts))
+
+
 def markdown(
     rows: list[SummaryRow],
     manifest: Manifest,
@@ -847,7 +862,7 @@ def markdown(
         "outside any model or tool call. Overlapping steps share their time (no instant counts twice).",
         "'backoff' = sleeping between a model call's attempts (retries); it is in no model latency.",
     ]
-    return "\n".join(lines) + "\n"
+    return markdown_safe("\n".join(lines) + "\n")
 
 
 def comparison_markdown(title: str, rows: dict[str, list[SummaryRow]], sources: list[str]) -> str:
@@ -860,4 +875,4 @@ def comparison_markdown(title: str, rows: dict[str, list[SummaryRow]], sources: 
     lines += ["", "Rows are system × model on the tasks every row of the benchmark has, one per run (named @ the run's"]
     lines += ["label) unless --merge-runs made the runs of a system run alike one row; rows run otherwise are"]
     lines += ["labelled [with what differs]. report.md has the rest."]
-    return "\n".join(lines) + "\n"
+    return markdown_safe("\n".join(lines) + "\n")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import common
-from .common import benchmark_at, fail
+from .common import benchmark_at, fail, load_plugins
 
 if TYPE_CHECKING:
     from ...core.benchmark import Benchmark
@@ -46,6 +46,10 @@ class ScoreOptions:
         bool,
         typer.Option("--strict-answers", help="Score answers flagged as hedged (listing many candidates) as wrong."),
     ] = False
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(help="A module, .py or .yaml file that registers benchmarks, scorers, ... (repeatable)."),
+    ] = None
 
 
 def score(options: ScoreOptions) -> None:
@@ -60,6 +64,7 @@ def score(options: ScoreOptions) -> None:
     from ...evaluators.submissions import FORMATS, SubmissionError
     from ..score_tables import aggregate_table, means_table
 
+    load_plugins(options.plugin)  # a plug-in benchmark or scorer
     bench = benchmark_at(options.benchmark, options.tasks_path or options.tasks)
     scorers = _scorers_of(bench, options.rule)
     fmt, predictions, out = options.fmt, options.predictions, options.out

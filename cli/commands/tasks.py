@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import common
-from .common import benchmark_at, fail
+from .common import benchmark_at, fail, load_plugins
 
 if TYPE_CHECKING:
     from ...core.task import Task
@@ -24,12 +24,17 @@ class TasksOptions:
     path: Annotated[Path | None, typer.Option(hidden=True, help="Old name of --tasks-path.")] = None
     as_json: Annotated[bool, typer.Option("--json", help="Print the report (with every task id) as JSON.")] = False
     ids: Annotated[bool, typer.Option("--ids", help="Print the task ids, one a line (with level and type).")] = False
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(help="A module, .py or .yaml file that registers benchmarks, scorers, ... (repeatable)."),
+    ] = None
 
 
 def tasks(options: TasksOptions) -> None:
     """Load and validate a benchmark without running anything: counts by type, level and data availability."""
     from ...core.benchmark import BenchmarkError, TaskLoadError, TaskLoadErrors
 
+    load_plugins(options.plugin)  # a plug-in benchmark is checked as the suite's own are
     path = options.tasks_path or options.path
     bench = benchmark_at(options.benchmark, path)
     try:

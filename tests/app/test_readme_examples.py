@@ -26,6 +26,7 @@ from data_agent_compare.core import (
     score,
 )
 from data_agent_compare.core.model import forget_provider
+from data_agent_compare.core.system import SystemArgsError, create_system
 from data_agent_compare.engine.config import load_plugins, load_run_config
 from data_agent_compare.providers.scripted import tool_call_message
 
@@ -69,6 +70,29 @@ def test_readme_framework_example_runs_three_tool_rounds_with_a_scripted_model(t
     assert record["answer"]["choices"] == ["B"]
     assert [call["tool"] for call in record["tool_calls"]] == ["get_schema_info", "execute_sql", "answer"]
     assert manifest["systems"][name]["kind"] == "framework"
+
+
+def sql_answer(request: ModelRequest, context: CallContext) -> Message:
+    """A scripted test model: one query, then the letter."""
+    if steps_taken(request) == 0:
+        return tool_call_message("execute_sql", {"sql": "SELECT 1"}, call_id="call_sql")
+    return tool_call_message("answer", {"answer": "B"}, call_id="call_answer")
+
+
+def test_the_framework_subclass_with_a_parameter_runs_with_it_and_names_what_it_takes(tmp_path, scripted_model):
+    plugin(tmp_path, "add-a-framework-system-with-a-parameter")
+    try:
+        system = create_system("schema_then_agent", {"table": "Customers"})
+        record, trace, _ = run_task(tmp_path, scripted_model(sql_answer), single_choice(), "schema_then_agent", system)
+        with pytest.raises(SystemArgsError, match=r"takes no argument tabel \(its arguments: table\)"):
+            create_system("schema_then_agent", {"tabel": "Customers"})
+    finally:
+        SYSTEMS.unregister("schema_then_agent")
+    assert record["status"] == "completed", record["error"]
+    first = next(step for step in trace["steps"] if step["kind"] == "tool_call")
+    assert (first["tool"], first["arguments"]) == ("get_schema_info", {"table": "Customers"})
+    assert [call["tool"] for call in record["tool_calls"]] == ["get_schema_info", "execute_sql", "answer"]
+    assert system.describe()["table"] == "Customers" and system.args == {"table": "Customers"}
 
 
 def test_readme_scorer_example_scores_an_answer(tmp_path):
@@ -195,6 +219,14 @@ def test_every_documented_compare_command_parses_with_todays_command_line():
             wrong.append(f"{page}: compare {shlex.join(words)}: {result.output.strip().splitlines()[-1:]}")
     assert wrong == []
     assert parsed  # the commands reached their verbs
+
+
+def test_every_flag_of_compare_run_is_in_the_running_chapter():
+    shown = CliRunner().invoke(build_app(), ["run", "--help"], env={"COLUMNS": "300"}).output
+    flags = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", shown)) - {"--help"}
+    chapter = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", chapter))
+    assert {"--workers", "--view", "--strict-answers"} <= flags and sorted(flags - documented) == []
 
 
 # What a run resolves each documented default flag to (the bundled benchmark, no --config).

@@ -73,3 +73,18 @@ def test_registering_the_class_an_entry_point_names_is_not_a_clash():
     finally:
         SYSTEMS.unregister("tool_use")
     assert SYSTEMS.entries()["tool_use"].origin == entry.origin
+
+
+@pytest.mark.parametrize("name", ["../up", "a/b", "a,b", "two words", ".hidden", "-x", "+x", "", "x" * 65, "tab\t"])
+def test_a_name_that_would_make_a_path_or_split_a_list_is_refused(name: str) -> None:
+    registry: Registry[object] = Registry("widgets")
+    with pytest.raises(RegistryError, match=r"widget name .* is not a name: a name is 1 to 64 letters"):
+        registry.register(name, object())
+    assert registry.names() == []
+
+
+@pytest.mark.parametrize("name", ["tool_use", "gpt-5", "v1.2", "a+b", "X" * 64, "_private"])
+def test_names_of_letters_digits_and_a_few_marks_are_taken(name: str) -> None:
+    registry: Registry[object] = Registry("widgets")
+    registry.register(name, object())
+    assert registry.names() == [name]
