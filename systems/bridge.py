@@ -32,9 +32,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core import (
     ANSWER_TOOL,
@@ -50,7 +48,14 @@ from ..core import (
     prompt_hash,
 )
 from ..core.system import SystemSetup
+
+if TYPE_CHECKING:
+    import httpx
 from ..workflows.tool_use import TOOL_USE_SYSTEM, TOOL_USE_VERSION
+
+# httpx: imported by the clients' methods (`compare systems` lists a framework system without it), and before
+# units run on threads (core/registry.py `import_lazy_dependencies`)
+LAZY_IMPORTS = ("httpx",)
 
 # The tool-use workflow's own prompt: with the same model, tools, budgets and prompt, what differs between
 # `tool_use` and a framework's agent is the framework.
@@ -181,12 +186,16 @@ class AgentSession:
     def http_client(self) -> httpx.Client:
         """An HTTP client for a framework's model client, closed when the run ends. `trust_env=False`:
         a proxy configured in the environment must not sit between a framework and the loopback gateway."""
+        import httpx
+
         client = httpx.Client(trust_env=False, verify=shared_ssl_context(), timeout=None)
         self._clients.append(client)
         return client
 
     def async_http_client(self) -> httpx.AsyncClient:
         """The same for asyncio frameworks; `aclose()` closes it inside the run's event loop."""
+        import httpx
+
         client = httpx.AsyncClient(trust_env=False, verify=shared_ssl_context(), timeout=None)
         self._async_clients.append(client)
         return client

@@ -30,18 +30,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..core import Message
 from ..core.safe_load import load_json
-from ..tools.documents import embed
 from .rag_index import Corpus, Indexer, Passage, index_key
 
 if TYPE_CHECKING:
     import networkx as nx
 
 # imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
-LAZY_IMPORTS = ("networkx", "networkx.algorithms.community")
+LAZY_IMPORTS = ("networkx", "networkx.algorithms.community", "numpy", "data_agent_compare.tools.documents")
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -274,6 +271,10 @@ class CommunityIndex:
     """GraphRAG retrieval: community summaries embedded with MiniLM, searched by cosine."""
 
     def __init__(self, corpus: Corpus, graph: nx.Graph, communities: list[Community]) -> None:
+        import numpy as np  # numpy and the embedding model: not for `compare systems`
+
+        from ..tools.documents import embed
+
         self.corpus = corpus
         self.graph = graph
         self.communities = communities
@@ -281,6 +282,10 @@ class CommunityIndex:
 
     def search(self, query: str, top_communities: int, top_passages: int) -> tuple[list[Community], list[Passage]]:
         """The communities closest to `query`, and the passages mentioning most of their entities."""
+        import numpy as np  # numpy and the embedding model: not for `compare systems`
+
+        from ..tools.documents import embed
+
         if not self.communities:
             return [], []
         scores = self.vectors @ embed([query])[0]
@@ -301,6 +306,10 @@ class HippoIndex:
     """The entity graph with synonym edges, its nodes' MiniLM embeddings, and PPR over it."""
 
     def __init__(self, corpus: Corpus, graph: nx.Graph) -> None:
+        import numpy as np  # numpy and the embedding model: not for `compare systems`
+
+        from ..tools.documents import embed
+
         self.corpus = corpus
         self.graph = graph
         self.nodes = list(graph.nodes)
@@ -309,6 +318,8 @@ class HippoIndex:
         self._add_synonym_edges()
 
     def _add_synonym_edges(self) -> None:
+        import numpy as np  # numpy and the embedding model: not for `compare systems`
+
         if len(self.nodes) < 2:
             return
         similar = self.vectors @ self.vectors.T
@@ -318,6 +329,10 @@ class HippoIndex:
 
     def seeds(self, entities: list[str]) -> dict[str, float]:
         """Each query entity's nearest node, weighted by its specificity (1 / number of its passages)."""
+        import numpy as np  # numpy and the embedding model: not for `compare systems`
+
+        from ..tools.documents import embed
+
         if not self.nodes or not entities:
             return {}
         nearest = np.argmax(embed(entities) @ self.vectors.T, axis=1)

@@ -47,8 +47,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import jsonschema
-
 from ..core import Answer, BudgetExceeded, Endpoint, Message, RunContext, System, Task, prompt_hash
 from ..core.safe_load import load_json
 from ..core.system import SystemSetup
@@ -60,7 +58,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
-LAZY_IMPORTS = ("data_agent_compare.tools.documents", "data_agent_compare.tools.frozen_search", "pandas", "tempfile")
+LAZY_IMPORTS = (
+    "data_agent_compare.tools.documents", "data_agent_compare.tools.frozen_search", "pandas", "tempfile", "jsonschema",
+)  # fmt: skip
 
 
 SEMANTIC_PROMPT_VERSION = "1"
@@ -273,6 +273,8 @@ def run_query(ctx: RunContext, name: str, arguments: dict[str, Any]) -> ToolResu
     tool's call. The tool is run here rather than by `ctx.call_tool`, whose result has been fitted to the
     model's context and is then `truncated` also when only the text was cut: here `truncated` means
     that the tool's row or byte cap cut the rows themselves."""
+    import jsonschema  # 0.2 s to import: with the first query, not when the system is listed
+
     tool = ctx.tools.tools.get(name)
     with ctx.tool_step(name, arguments) as step:
         if name not in FETCH_TOOLS or tool is None:

@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import faiss
-import numpy as np
 from pydantic import Field
 
 from ..core.task import DataSource
@@ -33,8 +31,13 @@ from .files import source_path
 from .parameters import Parameters, parameters_schema, with_fields
 
 if TYPE_CHECKING:
+    import faiss
+    import numpy as np
     from sentence_transformers import SentenceTransformer
 
+# imported on first use (not for `compare systems`), and before units run on threads (core/registry.py
+# `import_lazy_dependencies`)
+LAZY_IMPORTS = ("numpy", "faiss")
 CHUNK_CHARS = 500
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
 SUFFIXES = (".md", ".txt")
@@ -145,6 +148,8 @@ def embed(texts: list[str]) -> np.ndarray:
     # Hugging Face fast tokenizers fail ("Already borrowed") when two threads encode at once.
     with _model_lock:
         vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    import numpy as np  # numpy and FAISS load with the first index, not with the module (`compare systems`)
+
     return np.asarray(vectors, dtype=np.float32)
 
 
@@ -190,6 +195,8 @@ class DocumentIndex:
     @classmethod
     def of_chunks(cls, chunks: list[Chunk]) -> DocumentIndex:
         """Embed the chunks (heading and text) into a new index."""
+        import faiss
+
         index = faiss.IndexFlatIP(EMBEDDING_DIM)
         if chunks:
             index.add(embed([f"{c.heading}\n{c.text}" if c.heading else c.text for c in chunks]))
@@ -200,6 +207,8 @@ class DocumentIndex:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = folder.with_name(f"{folder.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         staging.mkdir()
+        import faiss
+
         faiss.write_index(self.index, str(staging / "index.faiss"))
         (staging / "chunks.json").write_text(json.dumps([asdict(c) for c in self.chunks], ensure_ascii=False), "utf-8")
         try:
@@ -211,6 +220,8 @@ class DocumentIndex:
     def load(cls, folder: Path) -> DocumentIndex | None:
         try:
             chunks = [Chunk(**c) for c in json.loads((folder / "chunks.json").read_text("utf-8"))]
+            import faiss
+
             return cls(chunks, faiss.read_index(str(folder / "index.faiss")))
         except (OSError, ValueError, TypeError, RuntimeError):  # missing or damaged: rebuild
             return None

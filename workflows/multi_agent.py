@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import jsonschema
-
 from ..core import (
     ANSWER_TOOL,
     Answer,
@@ -40,6 +38,8 @@ from ..core import (
     prompt_hash,
 )
 from ..core.safe_load import load_json
+
+LAZY_IMPORTS = ("jsonschema",)  # imported on first use, and before units run on threads (core/registry.py)
 
 MULTI_AGENT_VERSION = "1"
 COORDINATOR_SYSTEM = """You coordinate a team of data specialists. Each turn, pick the specialist who should work \
@@ -221,6 +221,8 @@ def _decision_schema(choices: list[str]) -> dict[str, Any]:
 
 def _parse_decision(content: str | None, schema: dict[str, Any]) -> tuple[str, str] | None:
     """(next, instruction); None for a decision that breaks the schema."""
+    import jsonschema  # 0.2 s to import: on the first decision, not when the system is listed
+
     try:
         decision = load_json(content or "")
         jsonschema.validate(decision, schema)
