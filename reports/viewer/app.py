@@ -203,11 +203,19 @@ def create_app(
     return Guard(Starlette(routes=routes), token=token, loopback=loopback)
 
 
+LISTED_AT_ONCE = 2_000  # units of a run whose overview the runs list computes itself; larger ones: the prewarm's
+
+
 def _listed(viewer: Viewer, entry: RunEntry) -> dict[str, Any]:
-    """A run as the runs list shows it: its manifest's facts and, once its results are readable, its headline."""
+    """A run as the runs list shows it: its manifest's facts and its headline, when its overview is at hand or
+    small enough to compute now (a large run's is computed on the prewarm thread: the list never waits for it;
+    `headline` None meanwhile)."""
     found = describe(entry)
     try:
-        found["headline"] = viewer.overviews.get(entry.path)["headline"]
+        kept = viewer.overviews.peek(entry.path)
+        if kept is None and found["done"] <= LISTED_AT_ONCE:
+            kept = viewer.overviews.get(entry.path)
+        found["headline"] = kept["headline"] if kept is not None else None
     except (ReportError, RunLogError, StoreError, OSError) as problem:
         found["headline"], found["problem"] = [], str(problem)
     return found

@@ -59,6 +59,15 @@ class RunCache(Generic[Value]):
             self._kept[path] = _Kept(stamp, value, time.monotonic(), time.monotonic() - started)
             return value
 
+    def peek(self, path: Path) -> Value | None:
+        """The value `get` would give now, if it is at hand (kept, or on disk); None if it must be computed."""
+        stamp = fingerprint(path)
+        kept = self._kept.get(path)
+        if kept is not None and (kept.stamp == stamp or (self._recent(kept) and _running(path))):
+            return kept.value
+        found: Value | None = self.disk.get(path, stamp) if self.disk else None
+        return found
+
     def _recent(self, kept: _Kept[Value]) -> bool:
         """Computed so lately that a running run's newer files wait (a bounded share of a core); once the run
         has ended, its last state is computed at once."""

@@ -56,3 +56,12 @@ def test_a_finished_runs_overview_is_kept_on_disk_for_the_next_viewer_and_a_runn
     assert len(list((tmp_path / "cache").glob("*.json.gz"))) == 1
     _add_unit(done)  # a resumed run: its files changed, so the kept overview is not its overview any more
     assert later.get(done) == 2
+
+
+def test_peek_gives_only_what_is_at_hand(tmp_path: Path) -> None:
+    run = _run(tmp_path / "run", "completed")
+    calls, cache = counting()
+    assert cache.peek(run) is None and calls == []  # nothing computed for a look
+    assert cache.get(run) == 0 and cache.peek(run) == 0 and len(calls) == 1
+    _add_unit(run)
+    assert cache.peek(run) is None  # a changed run's old overview is not given as its own

@@ -69,7 +69,7 @@ async function runsPage() {
       el("td", { text: run.models.join(", ") }),
       el("td", { class: "num", text: `${run.done} / ${run.units ?? "?"}` }),
       el("td", { text: (run.started_at || "").replace("T", " ").slice(0, 19) }),
-      el("td", { class: "headline" }, run.problem ? el("span", { class: "error", text: run.problem }) : (run.headline || []).slice(1, 4).map((line) => el("div", { text: line })))
+      el("td", { class: "headline" }, run.problem ? el("span", { class: "error", text: run.problem }) : run.headline === null ? el("span", { class: "muted", text: "computing its overview…" }) : run.headline.slice(1, 4).map((line) => el("div", { text: line })))
     )
   );
   const where = listing.folders.join(", ");
@@ -80,7 +80,7 @@ async function runsPage() {
       ? table("runs-table", ["run", "benchmark", "status", "systems", "models", "units done", "started", "headline"], rows)
       : el("p", { text: `No run directory under ${where} yet: compare run --out ${listing.folders[0]}/NAME makes one.` })
   );
-  if (listing.runs.some((run) => run.status === "running")) setTimeout(() => runsPage().catch((e) => showError(app, e)), 5000);
+  if (listing.runs.some((run) => run.status === "running" || run.headline === null)) setTimeout(() => runsPage().catch((e) => showError(app, e)), 5000);
 }
 
 // ------------------------------------------------------------------ a run's overview
