@@ -17,7 +17,12 @@ from rich.console import Console
 
 class TerminalConsole(Console):
     """A rich Console whose `print` strips escape sequences and control characters from every text it is given
-    (Rich passes ESC sequences through as they are)."""
+    (Rich passes ESC sequences through as they are), and prints `:name:` as it is: a task id or an answer saying
+    `:warning:` is not an emoji (nor are Rich's 40 ms of emoji codes loaded for it)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        options.setdefault("emoji", False)
+        super().__init__(*args, **options)
 
     def print(self, *objects: Any, **options: Any) -> None:  # type: ignore[override]
         from ..core.sanitize import terminal_text  # here: `compare --help` must not load the core
