@@ -20,7 +20,9 @@ find_python() {
   return 1
 }
 
-# ---- background jobs: each writes its own log; wait_for prints a progress line every 20 s
+# ---- background jobs: each writes its own log; wait_for prints a progress line every 20 s (SETUP_TICK_S) and
+# says a job's end when it ends, whichever job it waits for
+TICK_S=${SETUP_TICK_S:-20}
 declare -A job_pid=() job_log=()
 trap 'for pid in "${job_pid[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
 start_job() {  # NAME LOG COMMAND...
@@ -33,21 +35,12 @@ job_progress() {  # what a running job has done so far, read from its log or its
   case $1 in
     llama.cpp) { grep -o '^ *\[[0-9]*/[0-9]*\]' "${job_log[$1]}" | tr -d ' ' || echo "[configuring]"; } | tail -n 1 | sed 's/^/compiled /' ;;
     "python packages") echo "$(du -sm .venv 2>/dev/null | cut -f1) MB in .venv" ;;
+    "palimpzest environment") echo "$(du -sm "${XDG_CACHE_HOME:-$HOME/.cache}/data-agent-compare/environments" 2>/dev/null | cut -f1) MB of environments" ;;
     *) grep -v '^\s*$' "${job_log[$1]}" | tail -n 1 | cut -c1-80 ;;
   esac
 }
-wait_for() {  # NAME: wait for the job, saying what every running job does every 20 s; stop on its failure
-  local name=$1 ticks=0 other line
-  while kill -0 "${job_pid[$name]}" 2>/dev/null; do
-    sleep 1
-    if (((ticks += 1) % 20 == 0)); then
-      line=""
-      for other in "${!job_pid[@]}"; do
-        kill -0 "${job_pid[$other]}" 2>/dev/null && line+="${line:+; }$other: $(job_progress "$other" || true)"
-      done
-      say "running: $line"
-    fi
-  done
+finish_job() {  # NAME: the ended job's "done" line, or its failure with the end of its log (and stop)
+  local name=$1
   if ! wait "${job_pid[$name]}"; then
     say "$name failed; the end of ${job_log[$name]}:" >&2
     tail -n 25 "${job_log[$name]}" >&2
@@ -56,6 +49,29 @@ wait_for() {  # NAME: wait for the job, saying what every running job does every
   unset "job_pid[$name]"
   say "done: $name"
 }
+wait_for() {  # NAME: wait for the job, saying what every running job does every TICK_S s; stop on a failure
+  local name=$1 ticks=0 other line ended
+  while kill -0 "${job_pid[$name]}" 2>/dev/null; do
+    sleep 1
+    ended=()
+    for other in "${!job_pid[@]}"; do
+      [ "$other" != "$name" ] && ! kill -0 "${job_pid[$other]}" 2>/dev/null && ended+=("$other")
+    done
+    for other in "${ended[@]}"; do finish_job "$other"; done  # its true end, not when it is waited for
+    if (((ticks += 1) % TICK_S == 0)); then
+      line=""
+      for other in "${!job_pid[@]}"; do
+        kill -0 "${job_pid[$other]}" 2>/dev/null && line+="${line:+; }$other: $(job_progress "$other" || true)"
+      done
+      say "running: $line"
+    fi
+  done
+  finish_job "$name"
+}
+# A test reads the functions above without running the set-up (tests/app/test_setup_progress.py).
+if [ "${SETUP_FUNCTIONS_ONLY:-0}" = 1 ]; then
+  return 0 2>/dev/null || exit 0
+fi
 
 # ---- Debian packages, started first (they take longest to download): the PostgreSQL server
 # (DataAgentBench's PostgreSQL databases are restored into a throw-away local server at run time),
@@ -154,10 +170,14 @@ fi
 # ~3 min and ~2.4 GB the first time, nothing after. SETUP_SKIP_PALIMPZEST=1 skips it (a run of `palimpzest`
 # then builds it before its first task). The .venv-palimpzest an older setup.sh made here is superseded.
 if [ "${SETUP_SKIP_PALIMPZEST:-0}" != 1 ]; then
-  .venv/bin/python -m data_agent_compare.systems.palimpzest_system --build-environment
   rm -rf .venv-palimpzest
+  mkdir -p .venv/setup
+  start_job "palimpzest environment" .venv/setup/palimpzest.log \
+    .venv/bin/python -m data_agent_compare.systems.palimpzest_system --build-environment
 fi
-if [ -n "${job_pid[debian packages]:-}" ]; then
-  wait_for "debian packages"
-fi
+for name in "palimpzest environment" "debian packages"; do
+  if [ -n "${job_pid[$name]:-}" ]; then
+    wait_for "$name"
+  fi
+done
 echo "setup: ready (.venv/bin/compare) after $((SECONDS - setup_started)) s"
