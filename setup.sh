@@ -51,6 +51,7 @@ finish_job() {  # NAME: the ended job's "done" line, or its failure with the end
 }
 wait_for() {  # NAME: wait for the job, saying what every running job does every TICK_S s; stop on a failure
   local name=$1 ticks=0 other line ended
+  [ -n "${job_pid[$name]:-}" ] || return 0  # it ended while another job was waited for: already said
   while kill -0 "${job_pid[$name]}" 2>/dev/null; do
     sleep 1
     ended=()

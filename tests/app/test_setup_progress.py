@@ -34,7 +34,7 @@ def test_a_slow_job_gets_a_line_every_tick_and_another_jobs_end_is_said_when_it_
         tmp_path,
         'start_job slow slow.log bash -c "echo warming; sleep 7"\n'
         'start_job quick quick.log bash -c "echo fetched; sleep 3"\n'
-        "wait_for slow",
+        "wait_for slow\nwait_for quick",  # the quick one already ended, and was said: waiting for it is a no-op
     )
     assert code == 0, lines
     said = [text for _, text in lines]
@@ -44,7 +44,11 @@ def test_a_slow_job_gets_a_line_every_tick_and_another_jobs_end_is_said_when_it_
     assert len(running) >= 2 and "slow: warming" in running[0]
     quick_done = next(at for at, text in lines if text.endswith("done: quick"))
     assert 2.5 < quick_done < 5.5, lines  # at its end (3 s), not after the slow job's (7 s)
-    assert said[-1].endswith("done: slow") and re.match(r"setup: \[0m0\ds\] started: slow", said[0])
+    assert (
+        said[-1].endswith("done: slow")
+        and sum(text.endswith("done: quick") for text in said) == 1
+        and re.match(r"setup: \[0m0\ds\] started: slow", said[0])
+    )
 
 
 def test_a_failing_job_stops_the_set_up_with_the_end_of_its_log(tmp_path: Path) -> None:
