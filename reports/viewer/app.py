@@ -54,12 +54,12 @@ CATALOG_TTL_S = 2.0  # the runs under the folders are searched again after this 
 
 
 class Viewer:
-    """What the routes read: the runs under `folders`, their run logs, overviews and live state."""
+    """What the routes read: the runs under `folders`, their overviews, their tasks' records and live state."""
 
     def __init__(self, folders: list[Path], disk: DiskCache | None = None) -> None:
         self.folders = [Path(folder) for folder in folders]
-        self.runs: RunCache[RunLog] = RunCache(read_run)
-        self.overviews: RunCache[dict[str, Any]] = RunCache(lambda path: overview(self.runs.get(path)), disk=disk)
+        # The run log is read for its overview and let go: a task page reads its own task's records.
+        self.overviews: RunCache[dict[str, Any]] = RunCache(lambda path: overview(read_run(path)), disk=disk)
         self.live: dict[Path, LiveRun] = {}
         self._catalog: tuple[float, list[RunEntry]] | None = None
         self._lock = threading.Lock()
