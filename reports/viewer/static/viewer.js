@@ -25,7 +25,11 @@ function el(tag, attrs, ...children) {
 async function getJSON(url) {
   const response = await fetch(url, { credentials: "same-origin" });
   const body = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
-  if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+  if (!response.ok) {
+    const error = new Error(body.error || `${response.status} ${response.statusText}`);
+    error.status = response.status;
+    throw error;
+  }
   return body;
 }
 
@@ -190,9 +194,23 @@ class RunPage {
   async start() {
     crumbs(el("a", { href: "/", text: "runs" }), el("span", { text: this.key }));
     app.replaceChildren(el("p", { class: "muted", id: "loading", text: "loading the overview… (a large run's first one is computed once, then kept)" }));
-    this.data = await getJSON(`/api/runs/${encodeURIComponent(this.key)}/overview`);
+    this.data = await this.overviewWhenThere();
     this.render();
     if (this.data.run.status === "running") this.follow();
+  }
+
+  // A run started with `compare run --view` has no manifest for its first moments: wait for it (2 minutes).
+  async overviewWhenThere() {
+    const url = `/api/runs/${encodeURIComponent(this.key)}/overview`;
+    for (let tries = 0; ; tries += 1) {
+      try {
+        return await getJSON(url);
+      } catch (error) {
+        if (error.status !== 404 || tries >= 120) throw error;
+        document.getElementById("loading").textContent = `waiting for the run ${this.key} to start… (${error.message})`;
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    }
   }
 
   render() {
