@@ -77,6 +77,12 @@ class Transcript(BaseModel):
     entries: list[TranscriptEntry]
 
 
+def verdict(record: ResultRecord) -> Verdict:
+    """correct, wrong, or unscored (no correctness score)."""
+    score = correctness(record)
+    return "unscored" if score is None else "correct" if score >= 1.0 else "wrong"
+
+
 class UnitNotFound(LookupError):
     """No unit, or more than one, matches what was asked; the message names the choices."""
 
@@ -127,8 +133,6 @@ def unit_transcript(run: RunLog, record: ResultRecord) -> Transcript:
     if record.judge_trace_file:
         judge = Trace.model_validate_json((run.run_dir / record.judge_trace_file).read_text(encoding="utf-8"))
         entries += _entries(judge, "judge", by_step)
-    score = correctness(record)
-    verdict: Verdict = "unscored" if score is None else "correct" if score >= 1.0 else "wrong"
     return Transcript(
         task_id=record.task_id,
         benchmark=record.benchmark,
@@ -141,7 +145,7 @@ def unit_transcript(run: RunLog, record: ResultRecord) -> Transcript:
         question=record.question,
         gold=record.gold,
         answer=record.answer,
-        verdict=verdict,
+        verdict=verdict(record),
         scores=record.scores,
         usage=record.usage.model_dump(mode="json"),
         latency_s=record.latency_s,

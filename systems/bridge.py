@@ -48,10 +48,10 @@ from ..core import (
     prompt_hash,
 )
 from ..core.system import SystemSetup
+from ..workflows.tool_use import TOOL_USE_SYSTEM, TOOL_USE_VERSION
 
 if TYPE_CHECKING:
     import httpx
-from ..workflows.tool_use import TOOL_USE_SYSTEM, TOOL_USE_VERSION
 
 # httpx: imported by the clients' methods (`compare systems` lists a framework system without it), and before
 # units run on threads (core/registry.py `import_lazy_dependencies`)

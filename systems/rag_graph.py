@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import Message
 from ..core.safe_load import load_json
+from ..tools.documents import embed
 from .rag_index import Corpus, Indexer, Passage, index_key
 
 if TYPE_CHECKING:
     import networkx as nx
 
 # imported on first use, and before units run on threads (core/registry.py `import_lazy_dependencies`)
-LAZY_IMPORTS = ("networkx", "networkx.algorithms.community", "numpy", "data_agent_compare.tools.documents")
+LAZY_IMPORTS = ("networkx", "networkx.algorithms.community", "numpy")
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -271,9 +272,7 @@ class CommunityIndex:
     """GraphRAG retrieval: community summaries embedded with MiniLM, searched by cosine."""
 
     def __init__(self, corpus: Corpus, graph: nx.Graph, communities: list[Community]) -> None:
-        import numpy as np  # numpy and the embedding model: not for `compare systems`
-
-        from ..tools.documents import embed
+        import numpy as np  # on first use: `compare systems` lists the system without numpy
 
         self.corpus = corpus
         self.graph = graph
@@ -282,9 +281,7 @@ class CommunityIndex:
 
     def search(self, query: str, top_communities: int, top_passages: int) -> tuple[list[Community], list[Passage]]:
         """The communities closest to `query`, and the passages mentioning most of their entities."""
-        import numpy as np  # numpy and the embedding model: not for `compare systems`
-
-        from ..tools.documents import embed
+        import numpy as np  # on first use: `compare systems` lists the system without numpy
 
         if not self.communities:
             return [], []
@@ -306,9 +303,7 @@ class HippoIndex:
     """The entity graph with synonym edges, its nodes' MiniLM embeddings, and PPR over it."""
 
     def __init__(self, corpus: Corpus, graph: nx.Graph) -> None:
-        import numpy as np  # numpy and the embedding model: not for `compare systems`
-
-        from ..tools.documents import embed
+        import numpy as np  # on first use: `compare systems` lists the system without numpy
 
         self.corpus = corpus
         self.graph = graph
@@ -329,9 +324,7 @@ class HippoIndex:
 
     def seeds(self, entities: list[str]) -> dict[str, float]:
         """Each query entity's nearest node, weighted by its specificity (1 / number of its passages)."""
-        import numpy as np  # numpy and the embedding model: not for `compare systems`
-
-        from ..tools.documents import embed
+        import numpy as np  # on first use: `compare systems` lists the system without numpy
 
         if not self.nodes or not entities:
             return {}

@@ -38,7 +38,7 @@ from .cache import DiskCache, RunCache
 from .catalog import RunEntry, describe, find_runs
 from .live import LiveRun
 from .overview import overview
-from .task import TaskNotFound, diff, task_page
+from .task import diff, task_page
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -110,8 +110,8 @@ def _guarded(body: Callable[[Request], Response]) -> Callable[[Request], Respons
     def route(request: Request) -> Response:
         try:
             return body(request)
-        except (LookupError, TaskNotFound) as missing:
-            return _error(404, str(missing).strip("'\""))
+        except LookupError as missing:  # TaskNotFound and UnitNotFound too
+            return _error(404, str(missing))
         except (ReportError, RunLogError, StoreError) as problem:
             return _error(422, str(problem))
         except OSError as problem:
@@ -182,7 +182,7 @@ def create_app(
         try:
             following = viewer.live_run(request.path_params["key"])
         except LookupError as missing:
-            return _error(404, str(missing).strip("'\""))
+            return _error(404, str(missing))
         return StreamingResponse(
             _events(request, following), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
         )

@@ -48,7 +48,7 @@ class RunCache(Generic[Value]):
         with lock:
             stamp = fingerprint(path)
             kept = self._kept.get(path)
-            if kept is not None and (kept.stamp == stamp or (self._recent(kept) and _running(path))):
+            if kept is not None and self._usable(kept, stamp, path):
                 return kept.value
             started = time.monotonic()
             value = self.disk.get(path, stamp) if self.disk else None
@@ -63,10 +63,14 @@ class RunCache(Generic[Value]):
         """The value `get` would give now, if it is at hand (kept, or on disk); None if it must be computed."""
         stamp = fingerprint(path)
         kept = self._kept.get(path)
-        if kept is not None and (kept.stamp == stamp or (self._recent(kept) and _running(path))):
+        if kept is not None and self._usable(kept, stamp, path):
             return kept.value
         found: Value | None = self.disk.get(path, stamp) if self.disk else None
         return found
+
+    def _usable(self, kept: _Kept[Value], stamp: tuple[int, ...], path: Path) -> bool:
+        """A kept value is the run's while its files are as they were, or while it runs and was made lately."""
+        return kept.stamp == stamp or (self._recent(kept) and _running(path))
 
     def _recent(self, kept: _Kept[Value]) -> bool:
         """Computed so lately that a running run's newer files wait (a bounded share of a core); once the run

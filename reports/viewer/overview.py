@@ -11,7 +11,7 @@ from ..build import Report, assemble
 from ..cells import ReportTable, answer_text, cut
 from ..failures import failure_mode
 from ..runs import load_comparison
-from ..summary import correctness
+from ..transcript import verdict
 
 
 def overview(run: RunLog) -> dict[str, Any]:
@@ -54,11 +54,6 @@ def table_json(table: ReportTable) -> dict[str, Any]:
         link = next((cell.link for cell in row if cell.link), None) or {}
         rows.append({"cells": [cell.text for cell in row], "system": link.get("system"), "model": link.get("model")})
     return {"key": table.key, "title": table.title, "columns": table.columns, "rows": rows, "note": table.note}
-
-
-def verdict(record: ResultRecord) -> str:
-    score = correctness(record)
-    return "unscored" if score is None else "correct" if score >= 1.0 else "wrong"
 
 
 def unit_row(record: ResultRecord) -> dict[str, Any]:

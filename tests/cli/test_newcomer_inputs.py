@@ -71,7 +71,7 @@ def test_each_wrong_field_of_a_systems_file_is_named_with_the_file_and_the_syste
     plugin.write_text(f"systems:\n  x:\n    {fields}\n")
     with pytest.raises(ConfigError) as refused:
         load_plugins([str(plugin)])
-    assert str(refused.value) == f"{plugin}: {said}" or str(refused.value).startswith(f"{plugin}: {said}")
+    assert str(refused.value).startswith(f"{plugin}: {said}")
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,6 @@ def small_run(folder: Path) -> Path:
 def grow(run: Path, units: int) -> int:
     """Copy the run's tasks under new ids until it holds `units` units; returns the units it holds."""
     lines = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    per_task = len(lines) // len({line["task_id"] for line in lines})
     copies = max(1, units // len(lines))
     records, tasks = [], []
     db = sqlite3.connect(run / "conversations.sqlite")
@@ -78,7 +77,6 @@ def grow(run: Path, units: int) -> int:
     manifest = json.loads((run / "manifest.json").read_text())
     manifest |= {"task_ids": sorted(set(tasks)), "units": len(records)}
     (run / "manifest.json").write_text(json.dumps(manifest))
-    del per_task
     return len(records)
 
 

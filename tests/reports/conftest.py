@@ -5,9 +5,10 @@ several decades, accuracy from 0 to 1, ties included)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,30 @@ def wide_run(tmp_path: Path) -> Callable[..., Path]:
         return write_wide_run(tmp_path / name, **options)
 
     return make
+
+
+# ---------------------------------------------------------------- a real browser: Debian's chromium, by Playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+def chromium_or_skip() -> Path:
+    found = CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")
+    if found:
+        return Path(found)
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI installs chromium (setup.sh), yet /usr/bin/chromium is missing")
+    pytest.skip("no chromium on this machine: apt-get install chromium (setup.sh does)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless chromium (Playwright's own browser download does not work here), one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium_or_skip()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(executable), args=FLAGS)
+        yield launched
+        launched.close()

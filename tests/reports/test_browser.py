@@ -2,37 +2,12 @@
 request leaves the file, the main table and every chart render, the drill-down filters and opens a task's
 trace, and a screenshot is left beside the report for a person to look at."""
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from data_agent_compare.reports import build_report
 
 from helpers import FIXTURES
-
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-
-
-def chromium_or_skip() -> Path:
-    found = CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")
-    if found:
-        return Path(found)
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI installs chromium (setup.sh), yet /usr/bin/chromium is missing")
-    pytest.skip("no chromium on this machine: apt-get install chromium (setup.sh does)")
-
-
-@pytest.fixture
-def browser():
-    executable = chromium_or_skip()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(executable), args=FLAGS)
-        yield launched
-        launched.close()
 
 
 @pytest.mark.slow

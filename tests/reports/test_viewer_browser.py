@@ -8,42 +8,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from data_agent_compare.reports.viewer import start_in_background
 
 from helpers import ROOT, compare_command, quiz_questions, write_quiz_run
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-
 pytestmark = pytest.mark.slow
-
-
-def chromium_or_skip() -> Path:
-    found = CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")
-    if found:
-        return Path(found)
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI installs chromium (setup.sh), yet /usr/bin/chromium is missing")
-    pytest.skip("no chromium on this machine: apt-get install chromium (setup.sh does)")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = chromium_or_skip()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(executable), args=FLAGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
