@@ -18,6 +18,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -129,13 +130,29 @@ class ConversationWriter:
                 self._stored.popitem(last=False)
 
     def _open(self) -> sqlite3.Connection:
+        # Two writers opening a new store at once: switching it to WAL does not wait on the busy handler
+        # ("database is locked" at once), so the first open is tried again for a while.
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                return self._open_once()
+            except sqlite3.OperationalError as locked:
+                if "locked" not in str(locked) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _open_once(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        with connection:
-            connection.executescript(_SCHEMA)
-            if connection.execute("SELECT count(*) FROM store").fetchone()[0] == 0:
-                connection.execute("INSERT INTO store VALUES (?)", (STORE_FORMAT,))
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            with connection:
+                connection.executescript(_SCHEMA)
+                if connection.execute("SELECT count(*) FROM store").fetchone()[0] == 0:
+                    connection.execute("INSERT INTO store VALUES (?)", (STORE_FORMAT,))
+        except sqlite3.Error:
+            connection.close()
+            raise
         self._connection = connection
         return connection
 
